@@ -1,0 +1,15 @@
+"""tir_envs: Gymnasium environments for language models that reason with tools.
+
+Importing the package registers the ``tir/*`` env ids with Gymnasium.
+"""
+
+from tir_envs.data.task import Task
+from tir_envs.env import TIREnv
+from tir_envs.registry import ENV_SPECS, make, register_all
+from tir_envs.trajectory import Trajectory, Turn, read_jsonl, to_padded, write_jsonl
+
+register_all()
+
+__version__ = "0.1.0"
+__all__ = ["TIREnv", "Task", "Trajectory", "Turn", "make", "ENV_SPECS", "read_jsonl",
+           "write_jsonl", "to_padded"]

@@ -1,0 +1,35 @@
+"""A task: one question an episode is about, with its gold answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Task:
+    """``question`` is shown to the policy; ``answer`` is only for the reward."""
+
+    id: str
+    question: str
+    answer: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, obj: Any, index: int = 0) -> "Task":
+        """A Task from a Task, a dict with ``question``/``problem``/``prompt``, or a string."""
+        if isinstance(obj, Task):
+            return obj
+        if isinstance(obj, str):
+            return cls(id=str(index), question=obj)
+        if isinstance(obj, dict):
+            question = next((obj[k] for k in ("question", "problem", "prompt") if k in obj), None)
+            if not isinstance(question, str):
+                raise ValueError(f"task {index} has no 'question' (or 'problem'/'prompt') "
+                                 f"string; its keys are {sorted(obj)}")
+            rest = {k: v for k, v in obj.items()
+                    if k not in ("id", "question", "problem", "prompt", "answer", "meta")}
+            meta = {**obj.get("meta", {}), **rest}
+            return cls(id=str(obj.get("id", index)), question=question,
+                       answer=obj.get("answer"), meta=meta)
+        raise TypeError(f"task {index} must be a Task, dict or str, not {type(obj).__name__}")

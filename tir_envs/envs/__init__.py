@@ -1,0 +1,1 @@
+"""The registered environments: thin wiring of prompt, format, tools and reward."""

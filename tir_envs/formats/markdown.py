@@ -1,0 +1,36 @@
+"""Markdown code fences: ```` ```python ... ``` ```` calls, ```` ```output ... ``` ```` results.
+
+The ToRL / ZeroTIR convention.  Generation usually stops at ```` ```output ```` (kept in the
+action), so the env continues with the output text and the closing fence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tir_envs.formats.base import ToolCall, ToolCallFormat
+
+
+class MarkdownFormat(ToolCallFormat):
+    name = "markdown"
+
+    def __init__(self, tool: str = "python", language: str = "python",
+                 output_language: str = "output", stop: list[str] | None = None):
+        self.tool = tool
+        self.language = language
+        self.result_opener = f"```{output_language}"
+        self._stop = stop if stop is not None else [self.result_opener]
+        self._block = re.compile(
+            r"```" + re.escape(language) + r"[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+
+    @property
+    def stop_sequences(self) -> list[str]:
+        return list(self._stop)
+
+    def parse(self, text: str) -> list[ToolCall]:
+        visible = self.visible(text)
+        return [ToolCall(self.tool, {"code": m.group(1)}, m.group(0), m.start(), m.end())
+                for m in self._block.finditer(visible)]
+
+    def render_result(self, call: ToolCall, text: str) -> str:
+        return f"{self.result_opener}\n{text.rstrip(chr(10))}\n```\n"

@@ -1,0 +1,5 @@
+"""Rewards and graders: math answers, QA exact match / F1, SQL execution match."""
+
+from tir_envs.rewards.base import Reward, RewardResult
+
+__all__ = ["Reward", "RewardResult"]

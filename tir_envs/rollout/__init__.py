@@ -1,0 +1,1 @@
+"""Rollout: policies and the async engine that drives many episodes."""

@@ -1,0 +1,45 @@
+"""The policy contract: async token-in/token-out generation with stop strings.
+
+Every backend (vLLM, transformers, an OpenAI-compatible server, a scripted replay) implements
+``generate``.  Stop strings are kept in the returned tokens, so the env sees exactly what the
+policy wrote, and ``logprobs`` are the sampler's log-probabilities of those tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+
+@dataclass
+class SamplingParams:
+    """Sampling settings shared by every backend."""
+
+    max_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Generation:
+    """One generated action.
+
+    ``finish_reason``: ``stop`` (a stop string or EOS), ``length`` (max_tokens), ``abort``.
+    ``stop_reason``: the stop string that ended it, if any.  ``retokenized``: the backend
+    could only return text, so ``token_ids`` come from encoding it (see ``drift``).
+    """
+
+    token_ids: list[int]
+    logprobs: list[float] | None = None
+    finish_reason: str = "stop"
+    stop_reason: str | None = None
+    text: str | None = None
+    retokenized: bool = False
+
+
+class Policy(Protocol):
+    async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
+                       sampling: SamplingParams) -> Generation: ...

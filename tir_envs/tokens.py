@@ -1,0 +1,95 @@
+"""Token bookkeeping: fast encode/decode, retokenization drift, and chat-template glue.
+
+Observation text is always encoded on its own, without special tokens added, and appended
+after the policy's ids; policy ids are never decoded and re-encoded.  ``Codec`` calls the Rust
+tokenizer directly when it can, which keeps a no-tool ``step`` cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+_SENTINEL_A = "\x00ASSISTANT-SENTINEL\x00"
+_SENTINEL_U = "\x00OBSERVATION-SENTINEL\x00"
+
+
+class Codec:
+    """Encode text to ids (no special tokens added) and decode ids to text, exactly."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.vocab_size = len(tokenizer)
+        eos = getattr(tokenizer, "eos_token", None)
+        self.eos_text: str | None = eos if isinstance(eos, str) else None
+
+    def encode(self, text: str) -> list[int]:
+        if self._backend is not None:
+            return self._backend.encode(text, add_special_tokens=False).ids
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if self._backend is not None:
+            return self._backend.decode(list(ids), skip_special_tokens=False)
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False,
+                                     clean_up_tokenization_spaces=False)
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The prompt text: messages through the tokenizer's chat template, ready for the
+        assistant's first token."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ValueError(
+                "the tokenizer has no chat_template; set tokenizer.chat_template, or create the "
+                "env with chat=False to use the raw prompt text")
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+
+    def chat_glue(self, role: str = "user") -> tuple[str, str]:
+        """Text the chat template puts around a new ``role`` message inside an episode.
+
+        Returns ``(before, after)``: ``before`` closes the assistant turn and opens the
+        ``role`` turn, ``after`` closes it and opens the next assistant turn.  Found by
+        rendering a conversation with sentinel contents, so it follows any template.
+        """
+        messages = [{"role": "user", "content": "q"},
+                    {"role": "assistant", "content": _SENTINEL_A},
+                    {"role": role, "content": _SENTINEL_U}]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        a = text.find(_SENTINEL_A)
+        u = text.find(_SENTINEL_U)
+        if a < 0 or u < 0:
+            raise ValueError(f"the chat template drops {role!r} message contents; "
+                             "use a template that renders them or chat=False")
+        return text[a + len(_SENTINEL_A):u], text[u + len(_SENTINEL_U):]
+
+
+def drift(ledger_ids: Sequence[int], fresh_ids: Sequence[int]) -> int:
+    """How many ids differ between the ledger and a fresh encode of the same text.
+
+    Common prefix and suffix are matched; what is left in the middle (the longer side) is
+    the drift.  0 means the ledger is exactly what a tokenizer would produce from the text.
+    """
+    n, m = len(ledger_ids), len(fresh_ids)
+    p = 0
+    while p < n and p < m and ledger_ids[p] == fresh_ids[p]:
+        p += 1
+    s = 0
+    while s < n - p and s < m - p and ledger_ids[n - 1 - s] == fresh_ids[m - 1 - s]:
+        s += 1
+    return max(n - p - s, m - p - s)
+
+
+def truncate_middle(ids: list[int], limit: int, marker_ids: list[int]) -> tuple[list[int], int]:
+    """Keep the head and tail of ``ids`` within ``limit`` tokens, the marker in between.
+
+    Returns ``(ids, dropped)``.  The head gets the larger half: tool output usually opens with
+    what matters (the result) and ends with what explains it (a traceback's last line).
+    """
+    if len(ids) <= limit:
+        return ids, 0
+    room = max(limit - len(marker_ids), 0)
+    head = (room + 1) // 2
+    tail = room - head
+    kept = ids[:head] + marker_ids + (ids[len(ids) - tail:] if tail else [])
+    return kept, len(ids) - head - tail

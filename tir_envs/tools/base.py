@@ -1,0 +1,63 @@
+"""The tool contract: an async ``call`` on a per-episode session, returning a ``ToolResult``.
+
+A tool never raises for anything the model did: bad arguments, crashing code, a failed query
+all come back as a result with a status, so an episode always gets an observation.  Only
+programming errors of the caller (wrong types passed by library code) raise.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ToolStatus(str, enum.Enum):
+    """How a tool call ended.  ``INFRA_ERROR`` is the tool's fault, never the model's."""
+
+    OK = "ok"
+    ERROR = "error"              # the model's call failed (exception, SQL error, bad args)
+    TIMEOUT = "timeout"          # ran past its wall-clock limit and was stopped
+    KILLED = "killed"            # stopped for a resource limit (memory, CPU, processes)
+    INFRA_ERROR = "infra_error"  # sandbox died, retriever down: not a model error
+
+
+@dataclass
+class ToolResult:
+    """What a tool returns: the text the model will read, plus status, latency and details."""
+
+    text: str
+    status: ToolStatus = ToolStatus.OK
+    latency_s: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ToolStatus.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "status": self.status.value,
+                "latency_s": self.latency_s, "metadata": self.metadata}
+
+
+class Tool:
+    """Base class for tools.  Stateless tools keep ``open_session`` returning ``None``.
+
+    Stateful tools (a Python interpreter, a database connection) return a session object from
+    ``open_session``; the env opens it lazily on the first call of an episode and always closes
+    it when the episode ends, also on errors.
+    """
+
+    name: str = "tool"
+
+    async def open_session(self) -> Any:
+        return None
+
+    async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement call()")
+
+    async def close_session(self, session: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        """Release process-wide resources (pools, connections).  Idempotent."""
