@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from typing import Any, Sequence
 
@@ -96,7 +97,6 @@ class TIREnv(gym.Env):
         self.observation_space = spaces.Dict(
             {"tokens": spaces.Sequence(spaces.Discrete(vocab), stack=True)})
         self._marker_ids = self.codec.encode("\n...[truncated]...\n")
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions: dict[str, Any] = {}
         self.task: Task | None = None
         self.trajectory: Trajectory | None = None
@@ -375,22 +375,17 @@ class TIREnv(gym.Env):
             self._run(self._close_sessions())
 
     def _run(self, coro):
-        """Run a coroutine from sync code: on this env's own loop, or on a helper thread
-        when the caller is already inside a running loop (e.g. a notebook)."""
+        """Run a coroutine from sync code: on this thread's private loop, or on a helper
+        thread when the caller is already inside a running loop (e.g. a notebook)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
+            return _thread_loop().run_until_complete(coro)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, coro).result()
 
     def close(self) -> None:
         self._close_now()
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
-        self._loop = None
         super().close()
 
     async def aclose(self) -> None:
@@ -414,6 +409,18 @@ class TIREnv(gym.Env):
                 raise TypeError(f"tools must be Tool instances, got {type(tool).__name__}")
             out[tool.name] = tool
         return out
+
+
+_LOCAL = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per thread for sync ``step`` calls, shared by every env on it, so
+    creating many envs does not create (and leak) many loops."""
+    loop = getattr(_LOCAL, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _LOCAL.loop = asyncio.new_event_loop()
+    return loop
 
 
 def _check_positive(**values: int) -> None:
