@@ -242,3 +242,21 @@ def test_status_of_error_results(qwen_tok):
     env = make_env(qwen_tok, EchoTool(reply="boom", status=ToolStatus.TIMEOUT))
     env.reset(seed=0)
     assert step_text(env, CALL)[-1]["turn"].status == "timeout"
+
+
+def test_chat_glue_observations_are_env_tokens(qwen_tok, tool):
+    env = AnswerEnv(tokenizer=qwen_tok, tasks=["q"], tools=[tool], tool_format=JsonFormat(),
+                    observation_role="user")
+    env.reset(seed=0)
+    call = '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>'
+    obs, *_ = step_text(env, call)
+    assert env.codec.decode(obs["tokens"]) == (
+        "<|im_end|>\n<|im_start|>user\n<tool_response>\necho:1\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n")
+    obs, *_ = step_text(env, call + "<|im_end|>")  # the policy closed its own turn
+    text = env.codec.decode(obs["tokens"])
+    assert text.startswith("\n<|im_start|>user\n") and text.count("<|im_end|>") == 1
+    traj = env.trajectory
+    im_end = qwen_tok.convert_tokens_to_ids("<|im_end|>")
+    policy_im_end = [traj.loss_mask[i] for i, t in enumerate(traj.token_ids) if t == im_end]
+    assert policy_im_end == [0, 0, 1, 0]  # glue, glue, the policy's own, glue

@@ -52,6 +52,9 @@ class TIREnv(gym.Env):
       * ``max_calls_per_turn``: calls executed per action; further calls are ignored.
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode.
+
+    ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
+    that role: the chat-template glue around it is env tokens with loss mask 0.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -71,6 +74,7 @@ class TIREnv(gym.Env):
         system_prompt: str | None = None,
         chat: bool = True,
         exhausted_notice: str = EXHAUSTED_NOTICE,
+        observation_role: str | None = None,
         render_mode: str | None = None,
     ):
         super().__init__()
@@ -89,6 +93,8 @@ class TIREnv(gym.Env):
         self.system_prompt = system_prompt
         self.chat = chat
         self.exhausted_notice = exhausted_notice
+        self.observation_role = observation_role
+        self._glue = self.codec.chat_glue(observation_role) if observation_role else None
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
@@ -121,8 +127,20 @@ class TIREnv(gym.Env):
         return not calls
 
     def observation_text(self, calls: list[ToolCall], texts: list[str], action_text: str) -> str:
-        """Text the env appends after a tool-calling action (format + chat glue)."""
-        return self.format.render_observation(calls, texts, action_text)
+        """Text the env appends after a tool-calling action: the format's rendering, wrapped
+        in chat-template glue when results come back as an ``observation_role`` message."""
+        body = self.format.render_observation(calls, texts, action_text)
+        return self.wrap_in_chat(body, action_text) if self._glue else body
+
+    def wrap_in_chat(self, body: str, action_text: str) -> str:
+        """Close the assistant turn, put ``body`` in an ``observation_role`` message, and
+        open the next assistant turn.  An end-of-turn token the policy already generated
+        (e.g. ``<|im_end|>``) is not repeated."""
+        before, after = self._glue
+        eos = self.codec.eos_text
+        if eos and action_text.endswith(eos) and before.startswith(eos):
+            before = before[len(eos):]
+        return before + body + after
 
     def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
         """The episode's outcome reward, from the policy's own text.  Default: none."""
