@@ -1,1 +1,29 @@
-"""Rollout: policies and the async engine that drives many episodes."""
+"""Rollout: policies and the async engine that drives many episodes.
+
+``collect(env, policy, tasks, samples_per_task=G, ...)`` runs episodes and returns trajectories.
+Backends: ``HFPolicy`` (transformers), ``VLLMPolicy`` (vLLM), ``OpenAIPolicy`` (an
+OpenAI-compatible server), ``ScriptedPolicy`` (replays actions).  Names are imported lazily, so
+``import tir_envs.rollout`` does not pull in torch, vLLM or aiohttp.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tir_envs.rollout.policy import Generation, Policy, SamplingParams
+
+_LAZY = {
+    "collect": "tir_envs.rollout.engine", "acollect": "tir_envs.rollout.engine",
+    "Rollouts": "tir_envs.rollout.engine", "RolloutStats": "tir_envs.rollout.engine",
+    "ScriptedPolicy": "tir_envs.rollout.scripted", "HFPolicy": "tir_envs.rollout.hf",
+    "OpenAIPolicy": "tir_envs.rollout.openai_compat", "VLLMPolicy": "tir_envs.rollout.vllm_backend",
+}
+
+__all__ = ["Generation", "Policy", "SamplingParams", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tir_envs.rollout' has no attribute {name!r}")

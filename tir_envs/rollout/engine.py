@@ -1,0 +1,461 @@
+"""The rollout engine: drive many episodes of a ``tir/*`` env against a policy.
+
+``collect`` (and its async twin ``acollect``) runs ``samples_per_task`` episodes of every task
+and returns their trajectories, ready for a trainer or a benchmark.
+
+Two schedules:
+  * ``mode="async"`` (default): every episode advances on its own.  Its tool call starts the
+    moment its action is generated and its next generation the moment the observation is back,
+    never waiting for the rest of the batch; a finished episode's slot takes the next job at once.
+  * ``mode="sync"``: the baseline most RL frameworks started from.  Episodes run in batches of
+    ``max_concurrency``: all actions of the batch are generated, then all tool calls run, then
+    the next turn, and the next batch starts when the slowest episode of this one ends.
+
+Failures never stop a run.  An episode that runs past ``episode_timeout_s`` or whose policy or
+env raises is kept, marked ``infra_failed`` with ``metadata["failure"]``, so a trainer can drop
+it (its reward is not silently 0: ``stop_reason`` says ``timeout``/``error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Sequence, Union
+
+import gymnasium as gym
+
+from tir_envs.data.task import Task
+from tir_envs.rollout.policy import Generation, Policy, SamplingParams
+from tir_envs.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+EnvSpec = Union[str, Callable[[], gym.Env]]
+MODES = ("async", "sync")
+
+
+@dataclass
+class RolloutStats:
+    """Live counts of a run (shown on the progress bar, returned with the trajectories)."""
+
+    episodes: int = 0
+    total: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0       # calls whose status was not ok (model errors and infra)
+    infra_failed: int = 0      # episodes flagged for a trainer to drop
+    timeouts: int = 0          # episodes stopped by episode_timeout_s
+    errors: int = 0            # episodes stopped by an exception from the policy or env
+    policy_tokens: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.episodes / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def postfix(self) -> dict[str, Any]:
+        return {"ep/s": f"{self.episodes_per_s:.2f}", "tools": self.tool_calls,
+                "tool_err": self.tool_errors, "infra": self.infra_failed,
+                "timeout": self.timeouts}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "episodes_per_s": self.episodes_per_s}
+
+
+class Rollouts(list):
+    """The trajectories of a run, in job order (task by task, ``samples_per_task`` each), with
+    the run's ``stats``.  ``groups()`` gives one list per task, as GRPO consumes them."""
+
+    def __init__(self, items: Iterable[Trajectory] = (), stats: RolloutStats | None = None,
+                 samples_per_task: int = 1):
+        super().__init__(items)
+        self.stats = stats or RolloutStats()
+        self.samples_per_task = samples_per_task
+
+    def groups(self) -> list[list[Trajectory]]:
+        g = self.samples_per_task
+        return [list(self[i:i + g]) for i in range(0, len(self), g)]
+
+
+@dataclass
+class _Job:
+    index: int          # position in the result list
+    group: int          # which task (0-based, in the order given)
+    sample: int         # which of the samples_per_task
+    options: dict[str, Any]
+    seed: int | None
+
+
+@dataclass
+class _Run:
+    """What every episode of one run shares."""
+
+    policy: Policy
+    sampling: SamplingParams
+    timeout_s: float | None
+    stats: RolloutStats
+    on_done: Callable[[Trajectory], None]
+    max_concurrency: int = 32
+    started: float = field(default_factory=time.perf_counter)
+
+
+class _Episode:
+    """One episode on one env: reset, then generate/step until the env says it is over.
+
+    The phases are separate methods so the async schedule can chain them freely and the sync
+    schedule can put a barrier between them.
+    """
+
+    def __init__(self, job: _Job, env: gym.Env, run: _Run):
+        self.job, self.run = job, run
+        self.env = env.unwrapped  # gymnasium wrappers do not forward areset/astep
+        self.trajectory: Trajectory | None = None
+        self.info: dict[str, Any] = {}
+        self.generation: Generation | None = None
+        self.done = False
+        self.start = time.perf_counter()
+        self.gen_s = 0.0
+        self.step_s = 0.0
+        self.finish_reasons: list[str] = []
+
+    # -- phases ---------------------------------------------------------------------
+    async def reset(self) -> None:
+        _, self.info = await self.env.areset(seed=self.job.seed, options=self.job.options)
+        self.trajectory = self.env.trajectory
+
+    async def generate(self) -> None:
+        sampling = self.run.sampling
+        cap = min(sampling.max_tokens, int(self.info.get("max_new_tokens", sampling.max_tokens)))
+        seed = None if sampling.seed is None else sampling.seed + self.job.index
+        params = dataclasses.replace(sampling, max_tokens=max(cap, 1), seed=seed)
+        t0 = time.perf_counter()
+        gen = await self.run.policy.generate(list(self.trajectory.input_ids),
+                                             list(self.env.stop_sequences), params)
+        self.gen_s += time.perf_counter() - t0
+        _check_generation(gen, self.run.policy)
+        self.generation = gen
+        self.finish_reasons.append(gen.finish_reason)
+
+    async def step(self) -> None:
+        gen, self.generation = self.generation, None
+        if gen.retokenized:  # only text came back: the env encodes it and records the drift
+            action: Any = gen.text if gen.text is not None else self.env.codec.decode(gen.token_ids)
+        else:
+            action = {"tokens": list(gen.token_ids), "logprobs": gen.logprobs}
+        t0 = time.perf_counter()
+        _, _, terminated, truncated, self.info = await self.env.astep(action)
+        self.step_s += time.perf_counter() - t0
+        turn = self.info["turn"]
+        self.run.stats.tool_calls += len(turn.tool_results)
+        self.run.stats.tool_errors += sum(r.get("status") != "ok" for r in turn.tool_results)
+        self.done = terminated or truncated
+
+    async def play(self) -> None:
+        """The whole episode, each phase starting the moment the previous one ends."""
+        await self.reset()
+        while not self.done:
+            await self.generate()
+            await self.step()
+
+    def remaining_s(self) -> float | None:
+        if self.run.timeout_s is None:
+            return None
+        return self.run.timeout_s - (time.perf_counter() - self.start)
+
+    # -- ending ---------------------------------------------------------------------
+    async def fail(self, kind: str, exc: BaseException | None) -> None:
+        """Keep the partial ledger, flag it, and close the episode's tool sessions."""
+        traj = self.trajectory
+        if traj is None:
+            task = self.job.options.get("task")
+            traj = Trajectory(task_id=getattr(task, "id", str(self.job.options.get("index", ""))),
+                              env_id=getattr(self.env, "env_id", ""))
+            self.trajectory = traj
+        traj.infra_failed = True
+        traj.truncated = True
+        traj.stop_reason = kind
+        message = f"episode ran past episode_timeout_s={self.run.timeout_s}" if kind == "timeout" \
+            else f"{type(exc).__name__}: {exc}"
+        traj.metadata["failure"] = {"kind": kind, "message": message}
+        if kind == "timeout":
+            self.run.stats.timeouts += 1
+        else:
+            self.run.stats.errors += 1
+            if self.run.stats.errors == 1:
+                log.warning("rollout episode failed (kept, flagged infra_failed): %s", message)
+        self.done = True
+        try:
+            await self.env.aclose()
+        except Exception:  # noqa: BLE001 - cleanup of a failed episode must not raise
+            pass
+
+    def finish(self) -> Trajectory:
+        traj = self.trajectory
+        traj.metadata.update({
+            "group": self.job.group, "sample": self.job.sample,
+            "episode_s": round(time.perf_counter() - self.start, 6),
+            "generate_s": round(self.gen_s, 6), "step_s": round(self.step_s, 6),
+            "finish_reasons": self.finish_reasons,
+        })
+        stats = self.run.stats
+        stats.episodes += 1
+        stats.infra_failed += bool(traj.infra_failed)
+        stats.policy_tokens += traj.num_policy_tokens
+        stats.elapsed_s = time.perf_counter() - self.run.started
+        self.run.on_done(traj)
+        return traj
+
+
+def _check_generation(gen: Any, policy: Any) -> None:
+    name = type(policy).__name__
+    if not isinstance(gen, Generation):
+        raise TypeError(f"{name}.generate returned {type(gen).__name__}, expected a Generation")
+    if gen.logprobs is not None and len(gen.logprobs) != len(gen.token_ids):
+        raise ValueError(f"{name}.generate returned {len(gen.logprobs)} logprobs for "
+                         f"{len(gen.token_ids)} tokens; return one per token or None")
+
+
+async def _guarded(episode: _Episode, phase: Callable[[], Any]) -> None:
+    """Run one phase under the episode's deadline; turn failures into a flagged trajectory."""
+    try:
+        left = episode.remaining_s()
+        if left is not None and left <= 0:
+            raise asyncio.TimeoutError
+        await asyncio.wait_for(phase(), left)
+    except asyncio.TimeoutError as exc:
+        await episode.fail("timeout", exc)
+    except Exception as exc:  # noqa: BLE001 - any policy/env failure is kept and flagged
+        await episode.fail("error", exc)
+
+
+# ---------------------------------------------------------------------- schedules
+async def _run_async(jobs: Sequence[_Job], envs: list[gym.Env], make_env: Callable[[], gym.Env],
+                     run: _Run) -> list[Trajectory]:
+    results: list[Trajectory | None] = [None] * len(jobs)
+    queue = deque(jobs)
+
+    async def worker(slot: int) -> None:
+        env = envs[0] if slot == 0 else None  # one env per slot, made when first needed
+        while queue:
+            job = queue.popleft()
+            if env is None:
+                env = make_env()
+                envs.append(env)
+            episode = _Episode(job, env, run)
+            await _guarded(episode, episode.play)
+            results[job.index] = episode.finish()
+
+    await asyncio.gather(*(worker(i) for i in range(_slots(run, jobs))))
+    return results  # type: ignore[return-value]
+
+
+async def _run_sync(jobs: Sequence[_Job], envs: list[gym.Env], make_env: Callable[[], gym.Env],
+                    run: _Run) -> list[Trajectory]:
+    results: list[Trajectory | None] = [None] * len(jobs)
+    width = _slots(run, jobs)
+    for start in range(0, len(jobs), width):
+        batch = jobs[start:start + width]
+        while len(envs) < len(batch):
+            envs.append(make_env())
+        episodes = [_Episode(job, env, run) for job, env in zip(batch, envs)]
+        await asyncio.gather(*(_guarded(e, e.reset) for e in episodes))
+        live = [e for e in episodes if not e.done]
+        while live:
+            await asyncio.gather(*(_guarded(e, e.generate) for e in live))
+            live = [e for e in live if not e.done]
+            await asyncio.gather(*(_guarded(e, e.step) for e in live))
+            live = [e for e in live if not e.done]
+        for e in episodes:
+            results[e.job.index] = e.finish()
+    return results  # type: ignore[return-value]
+
+
+def _slots(run: _Run, jobs: Sequence[_Job]) -> int:
+    return max(1, min(run.max_concurrency, len(jobs)))
+
+
+# ---------------------------------------------------------------------- inputs
+def _env_factory(env: EnvSpec, env_kwargs: dict[str, Any] | None) -> Callable[[], gym.Env]:
+    if isinstance(env, str):
+        from tir_envs.registry import make
+        kwargs = dict(env_kwargs or {})
+        return lambda: make(env, **kwargs)
+    if isinstance(env, gym.Env):
+        raise TypeError("env must be an env id or a factory returning a new env (each concurrent "
+                        "episode needs its own env); pass e.g. lambda: MyEnv(...), not an instance")
+    if callable(env):
+        if env_kwargs:
+            return lambda: env(**env_kwargs)
+        return env
+    raise TypeError(f"env must be an env id such as 'tir/MathCode-v0' or a factory; got "
+                    f"{type(env).__name__}")
+
+
+def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list[dict[str, Any]]:
+    """One reset ``options`` dict per task: ``{"task": Task}`` or ``{"index": i}``."""
+    if tasks is None or isinstance(tasks, int):
+        own = len(getattr(first_env.unwrapped, "tasks", []) or [])
+        if own == 0:
+            raise ValueError("tasks=None/int uses the env's own tasks, but this env has none; "
+                             "pass tasks=[...] (Task objects, dicts with 'question', or strings)")
+        n = own if tasks is None else tasks
+        if isinstance(tasks, int) and not 1 <= tasks <= own:
+            raise ValueError(f"tasks={tasks} must lie in 1..{own} (the env's own task count)")
+        return [{"index": i} for i in range(n)]
+    if isinstance(tasks, (str, bytes, dict)) or not isinstance(tasks, Sequence):
+        raise TypeError("tasks must be a list of tasks, an int (the first N of the env's own "
+                        f"tasks) or None (all of them); got {type(tasks).__name__}")
+    if not tasks:
+        raise ValueError("tasks is empty: pass at least one task")
+    return [{"task": Task.coerce(t, i)} for i, t in enumerate(tasks)]
+
+
+def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: float | None,
+                mode: str) -> None:
+    if not isinstance(samples_per_task, int) or samples_per_task < 1:
+        raise ValueError(f"samples_per_task must be a positive int, got {samples_per_task!r}")
+    if not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+    if episode_timeout_s is not None and not episode_timeout_s > 0:
+        raise ValueError(f"episode_timeout_s must be > 0 seconds or None, got {episode_timeout_s!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+# ---------------------------------------------------------------------- entry points
+async def acollect(env: EnvSpec, policy: Policy, tasks: Sequence[Any] | int | None = None, *,
+                   samples_per_task: int = 1, max_concurrency: int = 32,
+                   sampling: SamplingParams | None = None, episode_timeout_s: float | None = None,
+                   out: str | Path | IO[str] | None = None, progress: bool = True,
+                   mode: str = "async", env_kwargs: dict[str, Any] | None = None,
+                   seed: int | None = None,
+                   on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+    """Async twin of ``collect`` (same arguments), for callers already inside an event loop."""
+    _check_args(samples_per_task, max_concurrency, episode_timeout_s, mode)
+    if not callable(getattr(policy, "generate", None)):
+        raise TypeError(f"policy must have an async generate(prompt_ids, stop, sampling); got "
+                        f"{type(policy).__name__}")
+    make_env = _env_factory(env, env_kwargs)
+    envs = [make_env()]
+    try:
+        options = _task_options(tasks, envs[0])
+        jobs = [_Job(i, i // samples_per_task, i % samples_per_task,
+                     options[i // samples_per_task], None if seed is None else seed + i)
+                for i in range(len(options) * samples_per_task)]
+        return await _collect(jobs, envs, make_env, policy, sampling or SamplingParams(),
+                              episode_timeout_s, out, progress, mode, max_concurrency,
+                              on_trajectory, samples_per_task, env)
+    finally:
+        for e in envs:
+            await _close_env(e)
+
+
+async def _collect(jobs, envs, make_env, policy, sampling, timeout_s, out, progress, mode,
+                   max_concurrency, on_trajectory, samples_per_task, env_spec) -> Rollouts:
+    from tqdm.auto import tqdm
+
+    stats = RolloutStats(total=len(jobs))
+    name = env_spec if isinstance(env_spec, str) else getattr(envs[0].unwrapped, "env_id", "env")
+    bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
+               disable=not progress, dynamic_ncols=True)
+    sink, owned = _open_sink(out)
+
+    def on_done(traj: Trajectory) -> None:
+        if sink is not None:
+            sink.write(traj.to_json() + "\n")
+            sink.flush()
+        if on_trajectory is not None:
+            on_trajectory(traj)
+        bar.set_postfix(stats.postfix(), refresh=False)
+        bar.update(1)
+
+    run = _Run(policy, sampling, timeout_s, stats, on_done, max_concurrency)
+    schedule = _run_async if mode == "async" else _run_sync
+    try:
+        results = await schedule(jobs, envs, make_env, run)
+    finally:
+        bar.close()
+        if owned:
+            sink.close()
+    stats.elapsed_s = time.perf_counter() - run.started
+    return Rollouts(results, stats, samples_per_task)
+
+
+def _open_sink(out: str | Path | IO[str] | None) -> tuple[IO[str] | None, bool]:
+    if out is None:
+        return None, False
+    if hasattr(out, "write"):
+        return out, False  # type: ignore[return-value]
+    path = Path(out)
+    if path.parent and not path.parent.exists():
+        raise FileNotFoundError(f"out={str(out)!r}: folder {str(path.parent)!r} does not exist")
+    return open(path, "w", encoding="utf-8"), True
+
+
+async def _close_env(env: gym.Env) -> None:
+    try:
+        await env.unwrapped.aclose()
+    except Exception:  # noqa: BLE001 - closing must not hide the run's result
+        pass
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def collect(env: EnvSpec, policy: Policy, tasks: Sequence[Any] | int | None = None, *,
+            samples_per_task: int = 1, max_concurrency: int = 32,
+            sampling: SamplingParams | None = None, episode_timeout_s: float | None = None,
+            out: str | Path | IO[str] | None = None, progress: bool = True, mode: str = "async",
+            env_kwargs: dict[str, Any] | None = None, seed: int | None = None,
+            on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+    """Run ``samples_per_task`` episodes of every task against ``policy``; return them all.
+
+    Args:
+      env: an env id (``"tir/MathCode-v0"``, created with ``tir_envs.make(id, **env_kwargs)``)
+        or a factory returning a new env.  One env is made per concurrent slot and reused.
+      policy: anything with ``async generate(prompt_ids, stop, sampling) -> Generation``
+        (``tir_envs.rollout``: ``HFPolicy``, ``VLLMPolicy``, ``OpenAIPolicy``, ``ScriptedPolicy``).
+      tasks: a list of tasks (``Task``, dicts with ``question``/``answer``, or strings), an int N
+        (the env's own first N tasks) or ``None`` (all the env's own tasks).
+      samples_per_task: G, episodes per task (GRPO groups); they run next to each other.
+      max_concurrency: episodes in flight at once (async) or the batch size (sync).
+      sampling: ``SamplingParams``; ``max_tokens`` is further capped per turn by the env's
+        ``info["max_new_tokens"]``.  A ``seed`` is offset by the episode's index.
+      episode_timeout_s: wall-clock limit per episode; past it the episode is kept, flagged
+        ``infra_failed`` with ``stop_reason="timeout"``.
+      out: a JSONL path (or open text file) each trajectory is written to as it finishes.
+      progress: show a tqdm bar with episodes/s, tool calls, tool errors, infra failures.
+      mode: ``"async"`` (each episode advances on its own) or ``"sync"`` (batch barriers).
+      env_kwargs: keyword arguments for the env (id or factory).
+      seed: reset seed of the first episode; episode ``i`` gets ``seed + i``.
+      on_trajectory: called with each trajectory as it finishes (completion order).
+
+    Returns ``Rollouts``: a list of trajectories in job order (task by task, G each; see
+    ``metadata["group"]``/``["sample"]``) with ``.stats`` and ``.groups()``.  Must be called
+    outside a running event loop; inside one, ``await acollect(...)``.  The policy's
+    ``aclose()`` (if any) runs at the end, releasing what it bound to this call's event loop.
+    """
+    async def main() -> Rollouts:
+        try:
+            return await acollect(env, policy, tasks, samples_per_task=samples_per_task,
+                                  max_concurrency=max_concurrency, sampling=sampling,
+                                  episode_timeout_s=episode_timeout_s, out=out, progress=progress,
+                                  mode=mode, env_kwargs=env_kwargs, seed=seed,
+                                  on_trajectory=on_trajectory)
+        finally:
+            closer = getattr(policy, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    raise RuntimeError("collect() was called inside a running event loop; use "
+                       "`await acollect(...)` there instead")

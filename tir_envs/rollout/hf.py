@@ -1,0 +1,261 @@
+"""Generation with a local transformers model: CPU training loops, tests and small demos.
+
+``HFPolicy`` generates from the model object it is given: no copy, so a trainer that updates
+that model in place (``optimizer.step()``) is generating from the new weights on the next call,
+with no weight sync.  Requests that arrive together (the engine's concurrent episodes) are
+batched into one left-padded ``generate`` call on a worker thread, so the event loop keeps
+running tool calls while the model computes.
+
+Logprobs are those of the sampled tokens under the temperature-scaled distribution,
+``log_softmax(logits / temperature)`` (plain ``log_softmax`` when greedy); top-p/top-k are not
+folded in.  That is what a trainer recomputes from the same model to form PPO ratios.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from transformers import StoppingCriteria
+
+from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.rollout.stops import cut_at_stop, first_stop
+from tir_envs.tokenizers import load_tokenizer
+from tir_envs.tokens import Codec
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    stop: tuple[str, ...]
+    sampling: SamplingParams
+    future: asyncio.Future
+
+
+def _batch_key(sampling: SamplingParams) -> tuple:
+    """Requests may share a ``generate`` call when everything but ``max_tokens`` agrees."""
+    return (sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed,
+            tuple(sorted(sampling.extra.items())))
+
+
+class HFPolicy:
+    """Policy over a ``transformers`` causal LM (see the module docstring).
+
+    Args:
+      model: a ``PreTrainedModel`` (used as is: same object, same device, same mode), or a local
+        path loaded with ``AutoModelForCausalLM.from_pretrained``.
+      tokenizer: the env's tokenizer (ids must mean the same to both); ``None`` tries the path,
+        then the bundled Qwen2.5 tokenizer.
+      max_batch_size: the most requests in one ``generate`` call.
+      eos_token_ids: ids that end an action (default: the tokenizer's EOS and the model's).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any = None, max_batch_size: int = 32,
+                 eos_token_ids: Sequence[int] | None = None):
+        if isinstance(model, str):
+            from transformers import AutoModelForCausalLM
+            tokenizer = tokenizer if tokenizer is not None else model
+            model = AutoModelForCausalLM.from_pretrained(model)
+        if not hasattr(model, "generate"):
+            raise TypeError(f"model must be a transformers causal LM or a path; got "
+                            f"{type(model).__name__}")
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model
+        self.tokenizer = load_tokenizer(tokenizer)
+        self.codec = Codec(self.tokenizer)
+        self.max_batch_size = max_batch_size
+        self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _eos_ids(
+            self.tokenizer, model)
+        self.pad_token_id = _pad_id(self.tokenizer, self.eos_token_ids)
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hf-policy")
+        self._pending: list[_Request] = []
+        self._busy_loop: asyncio.AbstractEventLoop | None = None  # loop waiting on a batch
+        self._kick_scheduled = False
+        self.batches: list[int] = []  # sizes of the generate calls made (for tests/benchmarks)
+
+    # ------------------------------------------------------------------ async API
+    async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
+                       sampling: SamplingParams) -> Generation:
+        if not len(prompt_ids):
+            raise ValueError("prompt_ids is empty: the policy needs at least one prompt token")
+        loop = asyncio.get_running_loop()
+        request = _Request([int(i) for i in prompt_ids], tuple(stop), sampling,
+                           loop.create_future())
+        self._pending.append(request)
+        if not self._kick_scheduled:  # let every request made in this loop tick join the batch
+            self._kick_scheduled = True
+            loop.call_soon(self._kick, loop)
+        return await request.future
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._kick_scheduled = False
+        if self._busy_loop is loop:
+            return  # a batch is running; _finished starts the next one
+        self._pending = [r for r in self._pending if not r.future.done()]  # drop cancelled
+        if not self._pending:
+            return
+        key = _batch_key(self._pending[0].sampling)
+        batch = [r for r in self._pending if _batch_key(r.sampling) == key][:self.max_batch_size]
+        self._pending = [r for r in self._pending if r not in batch]
+        self._busy_loop = loop
+        work = loop.run_in_executor(self._executor, self.generate_batch,
+                                    [r.prompt_ids for r in batch], [r.stop for r in batch],
+                                    [r.sampling for r in batch])
+        work.add_done_callback(lambda f: self._finished(loop, batch, f))
+
+    def _finished(self, loop: asyncio.AbstractEventLoop, batch: list[_Request],
+                  work: asyncio.Future) -> None:
+        self._busy_loop = None
+        error = work.exception() if not work.cancelled() else asyncio.CancelledError()
+        for i, r in enumerate(batch):
+            if r.future.done():
+                continue
+            if error is not None:
+                r.future.set_exception(error)
+            else:
+                r.future.set_result(work.result()[i])
+        self._kick(loop)
+
+    # ------------------------------------------------------------------ batched generate
+    def generate_batch(self, prompts: Sequence[Sequence[int]], stops: Sequence[Sequence[str]],
+                       samplings: Sequence[SamplingParams]) -> list[Generation]:
+        """One blocking, left-padded ``generate`` over several prompts (same sampling settings
+        except ``max_tokens``).  Usable directly from synchronous code."""
+        import torch
+
+        s = samplings[0]
+        device = _device(self.model)
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attention[row, width - len(p):] = 1
+        max_new = max(x.max_tokens for x in samplings)
+        all_stops = sorted({x for st in stops for x in st if x})
+        kwargs = self._generate_kwargs(s, max_new, all_stops, width)
+        with torch.no_grad(), _seeded(s.seed):
+            out = self.model.generate(input_ids=input_ids.to(device),
+                                      attention_mask=attention.to(device), **kwargs)
+        new = out.sequences[:, width:].cpu()
+        logprobs = _sampled_logprobs(out.logits, new, s.temperature)
+        self.batches.append(len(prompts))
+        return [self._to_generation(new[row].tolist(), logprobs[row].tolist(), stops[row],
+                                    samplings[row].max_tokens) for row in range(len(prompts))]
+
+    def _generate_kwargs(self, s: SamplingParams, max_new: int, stops: list[str],
+                         prompt_width: int) -> dict[str, Any]:
+        from transformers import StoppingCriteriaList
+
+        greedy = s.temperature <= 0
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new, do_sample=not greedy, eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id, return_dict_in_generate=True, output_logits=True,
+            stopping_criteria=StoppingCriteriaList([_StopStrings(self.codec, stops, prompt_width)]),
+        )
+        if not greedy:
+            kwargs.update(temperature=s.temperature, top_p=s.top_p,
+                          top_k=0 if s.top_k is None or s.top_k < 0 else s.top_k)
+        else:  # neutralise sampling defaults a model's generation_config may carry
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        kwargs.update(s.extra)
+        return kwargs
+
+    def _to_generation(self, ids: list[int], logprobs: list[float], stop: Sequence[str],
+                       max_tokens: int) -> Generation:
+        cut = cut_at_stop(ids, self.codec.decode, stop, self.eos_token_ids, max_tokens)
+        ids, logprobs = ids[:cut.length], logprobs[:cut.length]
+        return Generation(ids, logprobs, cut.finish_reason, cut.stop_reason,
+                          text=self.codec.decode(ids))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
+
+
+class _StopStrings(StoppingCriteria):
+    """Stopping criterion: a row is done once its new text contains one of the stop strings.
+
+    Only the tail is decoded each step (enough tokens to hold the longest stop string), so the
+    cost does not grow with the generation.  The exact cut is made afterwards by ``cut_at_stop``.
+    """
+
+    def __init__(self, codec: Codec, stops: list[str], prompt_width: int):
+        self.codec = codec
+        self.stops = stops
+        self.tail = max((len(s) for s in stops), default=0) + 2
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if not self.stops:
+            return done
+        start = max(self.prompt_width, input_ids.shape[1] - self.tail)
+        for row, ids in enumerate(input_ids[:, start:].tolist()):
+            done[row] = first_stop(self.codec.decode(ids), self.stops) is not None
+        return done
+
+
+def _sampled_logprobs(logits: Sequence[Any], tokens: Any, temperature: float):
+    """``[batch, steps]`` log-probabilities of ``tokens`` under softmax(logits / T)."""
+    import torch
+
+    scale = temperature if temperature > 0 else 1.0
+    cols = []
+    for t, step_logits in enumerate(logits):
+        lp = torch.log_softmax(step_logits.float().cpu() / scale, dim=-1)
+        cols.append(lp.gather(1, tokens[:, t:t + 1]).squeeze(1))
+    if not cols:
+        return torch.zeros((tokens.shape[0], 0))
+    return torch.stack(cols, dim=1)
+
+
+class _seeded:
+    """Seed torch's RNG for one call without disturbing the caller's (e.g. a trainer's) stream."""
+
+    def __init__(self, seed: int | None):
+        self.seed = seed
+        self._fork = None
+
+    def __enter__(self):
+        if self.seed is not None:
+            import torch
+            self._fork = torch.random.fork_rng(devices=[])
+            self._fork.__enter__()
+            torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc):
+        if self._fork is not None:
+            self._fork.__exit__(*exc)
+
+
+def _device(model: Any):
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return "cpu"
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> list[int]:
+    ids: list[int] = []
+    for source in (getattr(tokenizer, "eos_token_id", None),
+                   getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        for i in source if isinstance(source, (list, tuple)) else [source]:
+            if isinstance(i, int) and i not in ids:
+                ids.append(i)
+    if not ids:
+        raise ValueError("no EOS token id: pass eos_token_ids=[...] or use a tokenizer with "
+                         "eos_token set")
+    return ids
+
+
+def _pad_id(tokenizer: Any, eos: list[int]) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return pad if isinstance(pad, int) else eos[0]
+
+
+__all__ = ["HFPolicy"]
