@@ -35,8 +35,14 @@ class _Request:
 
 
 def _batch_key(sampling: SamplingParams) -> tuple:
-    """Requests may share a ``generate`` call when everything but ``max_tokens`` agrees."""
-    return (sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed,
+    """Requests may share a ``generate`` call when their sampling settings agree.
+
+    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap, and a batch draws
+    from one RNG stream seeded with its first request's seed (the engine gives every episode
+    its own seed, which would otherwise forbid batching).  A seeded run is therefore
+    reproducible when the same requests meet in the same batches, as they do in a rerun.
+    """
+    return (sampling.temperature, sampling.top_p, sampling.top_k,
             tuple(sorted(sampling.extra.items())))
 
 

@@ -1,0 +1,134 @@
+"""The transformers backend with a tiny random Qwen2 built in the test (no model hub)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the transformers backend needs torch (train extra)")
+
+from tests.fixtures.rollout_envs import LookupEnv  # noqa: E402
+from tests.fixtures.tiny import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from tir_envs.rollout.engine import collect  # noqa: E402
+from tir_envs.rollout.hf import HFPolicy  # noqa: E402
+from tir_envs.rollout.policy import SamplingParams  # noqa: E402
+
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+@pytest.fixture()
+def model(tok):
+    return tiny_qwen2(tok, seed=1)
+
+
+def _gather(policy, prompts, stops, samplings):
+    async def main():
+        return await asyncio.gather(*(policy.generate(p, s, x)
+                                      for p, s, x in zip(prompts, stops, samplings)))
+    return asyncio.run(main())
+
+
+def _forward_logprobs(model, prompt, ids, temperature=1.0):
+    with torch.no_grad():
+        logits = model(torch.tensor([list(prompt) + list(ids)])).logits[0].float()
+    lp = torch.log_softmax(logits / temperature, -1)
+    return [lp[len(prompt) - 1 + i, t].item() for i, t in enumerate(ids)]
+
+
+def test_concurrent_requests_share_one_left_padded_generate_and_match_single_runs(tok, model):
+    policy = HFPolicy(model, tok)
+    prompts = [tok.encode("What is the sum"), tok.encode("Let me compute this with Python."),
+               tok.encode("0 1 2")]
+    batched = _gather(policy, prompts, [[]] * 3, [GREEDY] * 3)
+    assert policy.batches == [3]
+    for p, g in zip(prompts, batched):
+        single = asyncio.run(policy.generate(p, [], GREEDY))
+        assert single.token_ids == g.token_ids
+        assert single.logprobs == pytest.approx(g.logprobs, abs=1e-4)
+        assert len(g.token_ids) == 12 and g.finish_reason == "length"
+
+
+def test_logprobs_are_the_models_own_under_temperature(tok, model):
+    policy = HFPolicy(model, tok)
+    prompts = [tok.encode("Think step by step."), tok.encode("<python>\nx")]
+    hot = SamplingParams(max_tokens=10, temperature=0.7, seed=3)
+    for p, g in zip(prompts, _gather(policy, prompts, [[]] * 2, [hot] * 2)):
+        assert g.logprobs == pytest.approx(_forward_logprobs(model, p, g.token_ids, 0.7),
+                                           abs=1e-4)
+
+
+def test_stop_string_ends_the_action_at_the_shortest_prefix_and_is_kept(tok, model):
+    policy = HFPolicy(model, tok)
+    prompt = tok.encode("The answer is")
+    free = asyncio.run(policy.generate(prompt, [], SamplingParams(max_tokens=24, temperature=0)))
+    # A stop string the model is known to write: the text of two tokens from the middle.
+    stop = tok.decode(free.token_ids[6:8])
+    assert stop
+    cut = asyncio.run(policy.generate(prompt, [stop, "never-written"],
+                                      SamplingParams(max_tokens=24, temperature=0)))
+    assert cut.finish_reason == "stop" and cut.stop_reason == stop
+    assert cut.token_ids == free.token_ids[:len(cut.token_ids)]
+    assert stop in tok.decode(cut.token_ids) and stop not in tok.decode(cut.token_ids[:-1])
+
+
+def test_each_request_keeps_its_own_max_tokens_and_stops_in_one_batch(tok, model):
+    policy = HFPolicy(model, tok)
+    p = tok.encode("def f(n):")
+    a, b = _gather(policy, [p, p], [[], []], [SamplingParams(max_tokens=3, temperature=0),
+                                              SamplingParams(max_tokens=9, temperature=0)])
+    assert policy.batches == [2]
+    assert len(a.token_ids) == 3 and len(b.token_ids) == 9
+    assert a.token_ids == b.token_ids[:3]
+
+
+def test_generates_from_the_trainers_model_object_without_a_copy(tok, model):
+    policy = HFPolicy(model, tok)
+    assert policy.model is model
+    p = tok.encode("What is")
+    before = asyncio.run(policy.generate(p, [], GREEDY))
+    with torch.no_grad():  # an "optimizer step" on the trainer's side, in place
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.5)
+    after = asyncio.run(policy.generate(p, [], GREEDY))
+    assert after.logprobs == pytest.approx(_forward_logprobs(model, p, after.token_ids),
+                                           abs=1e-4)
+    assert after.logprobs != pytest.approx(before.logprobs, abs=1e-3)
+
+
+def test_seeded_sampling_is_reproducible_and_leaves_the_global_rng_alone(tok, model):
+    policy = HFPolicy(model, tok)
+    p = tok.encode("0 1 2 3")
+    s = SamplingParams(max_tokens=10, temperature=1.5, seed=11)
+    torch.manual_seed(0)
+    expected_next = torch.rand(1)
+    torch.manual_seed(0)
+    one = asyncio.run(policy.generate(p, [], s))
+    assert torch.rand(1) == expected_next
+    assert asyncio.run(policy.generate(p, [], s)).token_ids == one.token_ids
+
+
+def test_collect_with_the_hf_policy_yields_a_trainer_ready_ledger(tok, model):
+    """Through a real TIREnv: every policy token's stored logprob is what the model gives it
+    in a teacher-forced pass over the whole ledger, so PPO ratios start at exactly 1."""
+    policy = HFPolicy(model, tok)
+    env = lambda: LookupEnv(tokenizer=tok, max_turns=3, max_total_tokens=160)  # noqa: E731
+    sampling = SamplingParams(max_tokens=16, temperature=1.0, seed=5)
+    out = collect(env, policy, ["What is the sum of the numbers from 1 to 10?"],
+                  samples_per_task=3, sampling=sampling, progress=False)
+    assert len(out) == 3 and not any(t.infra_failed for t in out)
+    assert max(policy.batches) == 3  # the group was generated together
+    for t in out:
+        assert t.has_logprobs and t.num_policy_tokens > 0
+        with torch.no_grad():
+            logits = model(torch.tensor([t.input_ids])).logits[0].float()
+        lp = torch.log_softmax(logits, -1)
+        p = len(t.prompt_ids)
+        for i, (tid, m, stored) in enumerate(zip(t.token_ids, t.loss_mask, t.logprobs)):
+            if m:
+                assert stored == pytest.approx(lp[p + i - 1, tid].item(), abs=1e-3)
