@@ -1,0 +1,158 @@
+"""Generation through an OpenAI-compatible completions server (e.g. ``vllm serve``).
+
+Token in, token out where the server allows it: the prompt is sent as token ids, and the
+action's ids come back from ``choices[0].token_ids`` (vLLM's ``return_token_ids``) or from the
+logprob entries when the server writes tokens as ``token_id:N`` (vLLM's
+``return_tokens_as_token_ids``).  A server that can only return text still works: the text is
+handed to the env as a string action, which encodes it and records the trajectory as
+retokenized with its drift (``Trajectory.retokenized``/``drift``), so a trainer can tell.
+
+The request asks for the stop string to be kept in the output (vLLM's
+``include_stop_str_in_output``); for text from a server that strips it, the matched stop
+string is put back when the server names it (``stop_reason``) or when only one was asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.tokenizers import load_tokenizer
+from tir_envs.tokens import Codec
+
+_TOKEN_PREFIX = "token_id:"
+
+
+class ServerError(RuntimeError):
+    """The server answered with an error or with something that is not a completion."""
+
+
+class OpenAIPolicy:
+    """Policy over ``POST {base_url}/completions`` (see the module docstring).
+
+    Args:
+      base_url: e.g. ``http://127.0.0.1:8000/v1``.
+      model: the served model name.
+      tokenizer: the env's tokenizer (and the server's: the ids must mean the same).
+      api_key: sent as a bearer token, if given.
+      token_prompts: send prompts as token ids (``False``: as text, for servers without
+        token-id prompts; the prompt then passes through the server's tokenizer).
+      request_timeout_s: per request; retries: extra attempts on connection errors and 5xx.
+      max_connections: concurrent HTTP connections to the server.
+      extra_body: merged into every request (server-specific sampling options).
+    """
+
+    def __init__(self, base_url: str, model: str, tokenizer: Any = None, api_key: str | None = None,
+                 token_prompts: bool = True, request_timeout_s: float = 600.0, retries: int = 2,
+                 max_connections: int = 256, extra_body: dict[str, Any] | None = None):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
+                             f"got {base_url!r}")
+        if not model:
+            raise ValueError("model must name the served model (the server's --served-model-name)")
+        self.url = base_url.rstrip("/") + "/completions"
+        self.model = model
+        self.tokenizer = load_tokenizer(tokenizer)
+        self.codec = Codec(self.tokenizer)
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.token_prompts = token_prompts
+        self.request_timeout_s = request_timeout_s
+        self.retries = retries
+        self.max_connections = max_connections
+        self.extra_body = dict(extra_body or {})
+        self._session: Any = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ HTTP
+    async def _client(self):
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_connections),
+                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s), headers=self.headers)
+            self._session_loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the HTTP session bound to the current event loop (the policy stays usable)."""
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        import aiohttp
+
+        for attempt in range(self.retries + 1):
+            try:
+                session = await self._client()
+                async with session.post(self.url, json=body) as resp:
+                    if resp.status >= 500 and attempt < self.retries:
+                        await asyncio.sleep(0.2 * 2 ** attempt)
+                        continue
+                    if resp.status != 200:
+                        raise ServerError(f"{self.url} answered HTTP {resp.status}: "
+                                          f"{(await resp.text())[:500]}")
+                    return await resp.json(content_type=None)
+            except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
+                if attempt == self.retries:
+                    raise
+                await asyncio.sleep(0.2 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ policy
+    def request_body(self, prompt_ids: Sequence[int], stop: Sequence[str],
+                     sampling: SamplingParams) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(i) for i in prompt_ids] if self.token_prompts
+            else self.codec.decode(prompt_ids),
+            "max_tokens": sampling.max_tokens, "temperature": sampling.temperature,
+            "top_p": sampling.top_p, "stop": list(stop), "logprobs": 1,
+            # vLLM extensions (other servers ignore unknown fields or reject them; see extra_body)
+            "include_stop_str_in_output": True, "return_token_ids": True,
+            "return_tokens_as_token_ids": True, "skip_special_tokens": False,
+        }
+        if sampling.top_k is not None and sampling.top_k > 0:
+            body["top_k"] = sampling.top_k
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        return {**body, **sampling.extra, **self.extra_body}
+
+    async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
+                       sampling: SamplingParams) -> Generation:
+        data = await self._post(self.request_body(prompt_ids, stop, sampling))
+        try:
+            choice = data["choices"][0]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ServerError(f"{self.url} returned no choices: {str(data)[:500]}") from exc
+        return self.parse_choice(choice, stop)
+
+    def parse_choice(self, choice: dict[str, Any], stop: Sequence[str]) -> Generation:
+        """A ``Generation`` from one completion choice: ids if the server gave them, else text."""
+        finish = choice.get("finish_reason") or "stop"
+        stop_reason = choice.get("stop_reason") if isinstance(choice.get("stop_reason"), str) \
+            else None
+        lp = choice.get("logprobs") or {}
+        logprobs = lp.get("token_logprobs")
+        ids = choice.get("token_ids")
+        tokens = lp.get("tokens")
+        if ids is None and tokens and all(isinstance(t, str) and t.startswith(_TOKEN_PREFIX)
+                                          for t in tokens):
+            ids = [int(t[len(_TOKEN_PREFIX):]) for t in tokens]
+        if ids is not None:
+            ids = [int(i) for i in ids]
+            if logprobs is None or len(logprobs) != len(ids) or any(x is None for x in logprobs):
+                logprobs = None
+            return Generation(ids, logprobs, finish, stop_reason, text=self.codec.decode(ids))
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise ServerError(f"completion choice has neither token ids nor text: {str(choice)[:300]}")
+        if finish == "stop":
+            matched = stop_reason or (stop[0] if len(stop) == 1 else None)
+            if matched and not text.endswith(matched):
+                text += matched  # the server stripped the stop string; the action includes it
+        return Generation(self.codec.encode(text), None, finish, stop_reason, text=text,
+                          retokenized=True)
