@@ -1,0 +1,81 @@
+"""Choosing a backend: open any index or server by its path or URL, build any kind of index.
+
+``open_retriever("idx/")`` reads the index's manifest (or recognises a plain Lucene folder);
+``open_retriever("http://127.0.0.1:8000")`` gives the HTTP client.  ``shared_retriever``
+returns one open retriever per index per process, so many environments share one searcher.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from tir_envs.tools.search.corpus import BACKENDS, detect_backend
+from tir_envs.tools.search.retriever import Retriever
+
+_shared: dict[str, Retriever] = {}
+_shared_lock = threading.Lock()
+
+
+def auto_backend() -> str:
+    """``lucene`` where Java ≥ 21 and pyserini's jar are available, else the no-Java ``bm25``."""
+    from tir_envs.tools.search.jvm import lucene_available
+    return "lucene" if lucene_available() else "bm25"
+
+
+def open_retriever(source: Any, backend: str | None = None, **kwargs: Any) -> Retriever:
+    """A retriever for ``source``: a ``Retriever`` (returned as is), an http(s) URL, or an
+    index folder (backend from its manifest, or ``backend`` to insist on one)."""
+    if isinstance(source, Retriever):
+        return source
+    if isinstance(source, str) and source.startswith(("http://", "https://")):
+        from tir_envs.tools.search.client import HttpRetriever
+        return HttpRetriever(source, **kwargs)
+    if not isinstance(source, (str, Path)):
+        raise TypeError(f"retriever must be a Retriever, an index path or an http URL, "
+                        f"got {type(source).__name__}")
+    found = detect_backend(source)
+    backend = backend or found
+    if backend != found:
+        raise ValueError(f"{source} is a {found} index, not {backend}")
+    if backend == "lucene":
+        from tir_envs.tools.search.lucene import LuceneRetriever
+        return LuceneRetriever(source, **kwargs)
+    if backend == "bm25":
+        from tir_envs.tools.search.bm25 import BM25Retriever
+        return BM25Retriever.load(source)
+    if backend == "dense":
+        from tir_envs.tools.search.dense import DenseRetriever
+        return DenseRetriever.load(source, **kwargs)
+    raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+
+
+def shared_retriever(source: str | Path) -> Retriever:
+    """One open retriever per index folder (or URL) per process."""
+    key = str(source) if str(source).startswith("http") else str(Path(source).resolve())
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = open_retriever(source)
+        return _shared[key]
+
+
+def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
+                overwrite: bool = False, **kwargs: Any) -> Path:
+    """Index the JSONL ``corpus`` into ``out`` with ``backend`` (``auto``: see
+    ``auto_backend``).  Backend options: lucene ``threads``; dense ``model``, ``pooling``,
+    ``query_prefix``, ``passage_prefix``, ``batch_size``, ``device``."""
+    backend = auto_backend() if backend == "auto" else backend
+    if backend == "lucene":
+        from tir_envs.tools.search.lucene import build_lucene_index
+        return build_lucene_index(corpus, out, overwrite=overwrite, **kwargs)
+    if backend == "bm25":
+        from tir_envs.tools.search.bm25 import build_bm25_index
+        return build_bm25_index(corpus, out, overwrite=overwrite, **kwargs)
+    if backend == "dense":
+        if not kwargs.get("model"):
+            raise ValueError("a dense index needs model=<local embedding model folder> "
+                             "(CLI: --model PATH)")
+        from tir_envs.tools.search.dense import build_dense_index
+        return build_dense_index(corpus, out, overwrite=overwrite, **kwargs)
+    raise ValueError(f"unknown backend {backend!r}; choose one of auto, {', '.join(BACKENDS)}")

@@ -1,0 +1,85 @@
+"""``tir-envs index``: build a search index, write the HotpotQA corpus, query an index.
+
+    tir-envs index build --corpus corpus.jsonl --out idx/ [--backend lucene|bm25|dense]
+    tir-envs index corpus --out hotpotqa.jsonl
+    tir-envs index search --index idx/ "who wrote Hamlet" [-k 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("index", help="build and query search indexes")
+    sub = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+
+    build = sub.add_parser("build", help="index a JSONL corpus ('id' + 'contents', or "
+                                         "'title' + 'text', per line)")
+    build.add_argument("--corpus", required=True,
+                       help="JSONL corpus; 'hotpotqa' for the shipped HotpotQA paragraphs")
+    build.add_argument("--out", required=True, help="index folder to create")
+    build.add_argument("--backend", default="auto", choices=["auto", "lucene", "bm25", "dense"],
+                       help="auto: lucene if Java 21 is available, else bm25 (default)")
+    build.add_argument("--threads", type=int, default=1, help="indexing threads (lucene)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    build.add_argument("--model", help="dense: local sentence-embedding model folder")
+    build.add_argument("--pooling", choices=["mean", "cls"], help="dense: pooling (default: "
+                       "the model folder's sentence-transformers setting, else mean)")
+    build.add_argument("--query-prefix", default="", help="dense: e.g. 'query: ' for e5")
+    build.add_argument("--passage-prefix", default="", help="dense: e.g. 'passage: ' for e5")
+    build.add_argument("--device", default="cpu", help="dense: torch device")
+    build.set_defaults(func=_build)
+
+    corpus = sub.add_parser("corpus", help="write the shipped HotpotQA paragraph corpus")
+    corpus.add_argument("--out", required=True, help="JSONL file to write")
+    corpus.set_defaults(func=_corpus)
+
+    search = sub.add_parser("search", help="query an index (or a retrieval server URL)")
+    search.add_argument("--index", required=True, help="index folder or http://host:port")
+    search.add_argument("query", nargs="+", help="query text")
+    search.add_argument("-k", type=int, default=3, help="documents to return")
+    search.add_argument("--json", action="store_true", help="print hits as JSON")
+    search.set_defaults(func=_search)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from tir_envs.tools.search.backends import auto_backend, build_index
+    from tir_envs.tools.search.corpus import read_manifest
+
+    corpus = args.corpus
+    if corpus == "hotpotqa":
+        from tir_envs.tools.search.hotpotqa import hotpotqa_corpus
+        corpus = hotpotqa_corpus()
+    backend = auto_backend() if args.backend == "auto" else args.backend
+    options: dict = {}
+    if backend == "lucene":
+        options = {"threads": args.threads}
+    elif backend == "dense":
+        options = {"model": args.model, "pooling": args.pooling, "device": args.device,
+                   "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
+    out = build_index(corpus, args.out, backend=backend, overwrite=args.overwrite, **options)
+    print(json.dumps({"index": str(out), **(read_manifest(out) or {})}))
+    return 0
+
+
+def _corpus(args: argparse.Namespace) -> int:
+    from tir_envs.tools.search.hotpotqa import write_hotpotqa_corpus
+
+    print(write_hotpotqa_corpus(args.out))
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    from tir_envs.tools.search.backends import open_retriever
+    from tir_envs.tools.search.formatting import format_hits
+
+    with open_retriever(args.index) as retriever:
+        hits = retriever.search(" ".join(args.query), args.k)
+    if args.json:
+        print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False))
+    else:
+        sys.stdout.write(format_hits(hits))
+    return 0

@@ -1,0 +1,202 @@
+"""The retrieval server: one index in one process, shared over HTTP by many trainer processes.
+
+``POST /retrieve`` takes ``{"queries": [...], "topk": k, "return_scores": bool}`` (a single
+``"query"`` also works) and answers ``{"result": [[{"document": {"id", "contents"},
+"score"}, ...], ...]}``, the Search-R1 server protocol; ``GET /health`` describes the index.
+A batch runs as one ``batch_search`` on a worker thread, so the event loop keeps serving.
+
+``RetrievalServer`` starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
+answers, and always stops it::
+
+    with RetrievalServer("idx/") as server:
+        env = SearchEnv(retriever=server.url)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tir_envs.tools.search.retriever import Retriever
+
+LOOPBACK = "127.0.0.1"
+MAX_BATCH = 4096
+
+
+class BadRequest(ValueError):
+    """A request the server rejects with 400, with the reason."""
+
+
+def parse_request(body: Any, default_k: int) -> tuple[list[str], int, bool]:
+    """``(queries, k, return_scores)`` from a request body, or ``BadRequest``."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object like {\"queries\": [\"...\"], \"topk\": 3}")
+    queries = body.get("queries", [body["query"]] if "query" in body else None)
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise BadRequest("'queries' must be a list of strings")
+    if len(queries) > MAX_BATCH:
+        raise BadRequest(f"at most {MAX_BATCH} queries per request, got {len(queries)}")
+    k = body.get("topk", default_k)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise BadRequest(f"'topk' must be a positive integer, got {k!r}")
+    return queries, k, bool(body.get("return_scores", True))
+
+
+def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1):
+    """The aiohttp application serving ``retriever``."""
+    from aiohttp import web
+
+    async def retrieve(request: web.Request) -> web.Response:
+        try:
+            queries, k, scores = parse_request(await request.json(), default_k)
+        except (BadRequest, json.JSONDecodeError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        try:
+            results = await retriever.abatch_search(queries, k, threads)
+        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+            return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=500)
+        items = [[_item(h.to_dict(), scores) for h in hits] for hits in results]
+        return web.json_response({"result": items})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", **retriever.describe()})
+
+    app = web.Application(client_max_size=64 * 2**20)
+    app.add_routes([web.post("/retrieve", retrieve), web.get("/health", health)])
+    return app
+
+
+def _item(d: dict[str, Any], scores: bool) -> dict[str, Any]:
+    return d if scores else {"document": d["document"]}
+
+
+async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
+                default_k: int = 3, threads: int = 1, ready_file: str | None = None) -> None:
+    """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening."""
+    from aiohttp import web
+
+    runner = web.AppRunner(make_app(retriever, default_k, threads), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
+    url = f"http://{host}:{bound}"
+    print(f"retrieval server ({retriever.backend}, {retriever.num_docs} docs) at {url}",
+          flush=True)
+    if ready_file:
+        tmp = f"{ready_file}.tmp"
+        Path(tmp).write_text(url)
+        os.replace(tmp, ready_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        retriever.close()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--index", required=True,
+                        help="index folder (built by `tir-envs index build`, or any Lucene index)")
+    parser.add_argument("--host", default=LOOPBACK,
+                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument("--topk", type=int, default=3, help="documents per query by default")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="search threads per batch (Lucene backend)")
+    parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tir_envs.tools.search.backends import open_retriever
+
+    retriever = open_retriever(args.index)
+    asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file))
+    return 0
+
+
+class RetrievalServer:
+    """A retrieval server subprocess on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
+                 startup_timeout_s: float = 120.0):
+        self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
+        self.startup_timeout_s = startup_timeout_s
+        self.url: str | None = None
+        self._proc: subprocess.Popen | None = None
+        self._dir: tempfile.TemporaryDirectory | None = None
+
+    def start(self) -> "RetrievalServer":
+        if self._proc is not None:
+            return self
+        self._dir = tempfile.TemporaryDirectory(prefix="tir-retrieval-")
+        ready, log = Path(self._dir.name) / "url", Path(self._dir.name) / "log"
+        cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
+               "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
+               "--threads", str(self.threads), "--ready-file", str(ready)]
+        with open(log, "wb") as out:
+            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not ready.exists():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-3000:]
+                self.stop()
+                raise RuntimeError(f"the retrieval server for {self.index} did not start:\n{tail}")
+            time.sleep(0.05)
+        self.url = ready.read_text().strip()
+        return self
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/health", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> None:
+        """Terminate (then kill, after 10 s) the server.  Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> "RetrievalServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: best effort only
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tir_envs.tools.search.server",
+                                     description="Serve a search index over HTTP.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
