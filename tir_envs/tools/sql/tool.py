@@ -1,0 +1,96 @@
+"""``SQLTool``: the ``sql`` tool of an episode, a read-only DuckDB cursor on its database.
+
+The env binds the tool to the task's database at reset (``bind``); the episode's session is a
+cursor opened on first use and closed when the episode ends.  Queries run on a worker thread
+(DuckDB releases the GIL), so many episodes can query at once from one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.sql.database import SQLDatabase, open_database
+from tir_envs.tools.sql.executor import QueryResult, run_query
+from tir_envs.tools.sql.table import render_table
+
+_STATUS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "refused": ToolStatus.ERROR,
+           "timeout": ToolStatus.TIMEOUT}
+
+
+@dataclass(frozen=True)
+class ResultLimits:
+    """What an observation may hold.  ``count_rows``: rows fetched to report the total."""
+
+    max_rows: int = 50
+    max_chars: int = 4000
+    max_cell_chars: int = 100
+    count_rows: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows", "max_chars", "max_cell_chars", "count_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+class SQLTool(Tool):
+    """Runs the policy's ``<sql>`` queries; results come back as a compact table.
+
+    ``timeout_s`` stops a statement (default 5 s, as SkyRL-SQL and VerlTool).  Errors, refused
+    statements and timeouts are observations with a status, never exceptions.
+    """
+
+    name = "sql"
+
+    def __init__(self, database: "str | os.PathLike | SQLDatabase | None" = None,
+                 timeout_s: float = 5.0, limits: ResultLimits = ResultLimits()):
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.timeout_s = timeout_s
+        self.limits = limits
+        self.database: SQLDatabase | None = None
+        if database is not None:
+            self.bind(database)
+
+    def bind(self, database: "str | os.PathLike | SQLDatabase") -> None:
+        """Query ``database`` from the next session on (the env calls this at reset)."""
+        self.database = open_database(database)
+
+    async def open_session(self) -> Any:
+        if self.database is None:
+            raise RuntimeError("SQLTool has no database; call bind(path) first")
+        return await asyncio.to_thread(self.database.connect)
+
+    async def close_session(self, session: Any) -> None:
+        if session is not None:
+            session.close()
+
+    async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult("Error: the <sql> block is empty; write one SELECT query in it.",
+                              ToolStatus.ERROR)
+        result = await asyncio.to_thread(self.run, query, session)
+        return ToolResult(self.render(result), _STATUS[result.status], result.elapsed_s,
+                          {"sql_status": result.status, "rows": len(result.rows),
+                           "more_rows": result.more_rows})
+
+    def run(self, query: str, session: Any) -> QueryResult:
+        """Run one query on ``session`` (a cursor) with this tool's limits."""
+        return run_query(session, query, timeout_s=self.timeout_s,
+                         max_rows=max(self.limits.max_rows, self.limits.count_rows))
+
+    def render(self, result: QueryResult) -> str:
+        """The observation text of one query's outcome."""
+        lim = self.limits
+        if not result.ok:
+            why = "statement refused: " if result.status == "refused" else ""
+            text = f"Error: {why}{result.error}"
+            return text if len(text) <= lim.max_chars else text[:lim.max_chars - 1] + "…"
+        return render_table(result.columns, result.rows, more_rows=result.more_rows,
+                            max_rows=lim.max_rows, max_chars=lim.max_chars,
+                            max_cell_chars=lim.max_cell_chars)
