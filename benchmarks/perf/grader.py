@@ -1,0 +1,129 @@
+"""Grader throughput with 2 worker processes, and proof that a timeout holds.
+
+Prints JSON.  Workloads come from the shipped benchmarks:
+  * ``rl``: what a GRPO step asks for: per task a group of 8 predictions (the gold answer
+    verbatim, rewritten equal forms, wrong answers), over MATH-500, GSM8K and AIME.  Counts the
+    in-caller fast path and the cache, as training would.  Goal: >= 300 grades/s.
+  * ``symbolic``: only distinct pairs that need Math-Verify (no fast path, cold cache).
+The baseline, run side by side, is Math-Verify called in this process one pair at a time (what a
+reward function without a pool does); ``speedup`` is pool / baseline on the symbolic workload.
+``timeout``: pathological answers (``9^{9^{9^9}}``, a matrix to the power 10^9) against a 2 s
+limit: the call returns on time, the worker is replaced, and the next grade succeeds; an answer
+over 4000 characters is refused at once (``too_long``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tir_envs.data.math import load_math_tasks  # noqa: E402
+from tir_envs.rewards.math import GraderPool, verify  # noqa: E402
+from tir_envs.rewards.math.normalize import quick_verdict  # noqa: E402
+
+
+def rewrites(gold: str) -> list[str]:
+    """Equal forms of a gold answer a policy might write."""
+    forms = [f"x = {gold}", gold.replace(" ", ""), f"\\left({gold}\\right)" if gold.startswith("(")
+             else f"{gold}\\text{{ units}}"]
+    if gold.isdigit() and int(gold) >= 1000:
+        forms.append(f"{int(gold):,}")
+    if "\\frac" in gold:
+        forms.append(gold.replace("\\frac", "\\dfrac"))
+    return forms
+
+
+def rl_workload(seed: int = 0, group: int = 8) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    tasks = (load_math_tasks("math500")[:200] + load_math_tasks("gsm8k")[:60]
+             + load_math_tasks("aime2024") + load_math_tasks("aime2025"))
+    golds = [t.answer for t in tasks]
+    pairs = []
+    for gold in golds:
+        preds = [gold] * 3 + rng.sample(rewrites(gold), 2) + rng.sample(golds, 3)
+        pairs += [(p, gold) for p in preds[:group]]
+    rng.shuffle(pairs)
+    return pairs
+
+
+def symbolic_workload(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted({(p, g) for p, g in pairs if quick_verdict(p, g) is None})
+
+
+def rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else float("inf")
+
+
+def timed_pool(pool: GraderPool, pairs) -> float:
+    start = time.perf_counter()
+    pool.grade_many(pairs)
+    return time.perf_counter() - start
+
+
+def inline_baseline(pairs) -> float:
+    verify.quiet()
+    verify.warm_up()
+    verify.parse_answer.cache_clear()
+    start = time.perf_counter()
+    for p, g in pairs:
+        verify.verify_pair(p, g)
+    return time.perf_counter() - start
+
+
+def timeout_check(pool: GraderPool, limit_s: float = 2.0) -> dict:
+    out = {}
+    for name, pred in [("tower", "9^{9^{9^9}}"),
+                       ("huge_matrix_power", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}^{1000000000}"),
+                       ("long_answer", "+".join(f"x_{{{i}}}^{{{i}}}" for i in range(2000)))]:
+        start = time.perf_counter()
+        grade = pool.grade(pred, "1", timeout_s=limit_s)
+        out[name] = {"status": grade.status, "correct": grade.correct,
+                     "returned_after_s": round(time.perf_counter() - start, 3)}
+    start = time.perf_counter()
+    after = pool.grade("(1, 3/2)", "\\left(1, \\frac{3}{2}\\right)")  # needs a live worker
+    out["next_grade_after_timeouts"] = {"correct": after.correct, "status": after.status,
+                                        "seconds": round(time.perf_counter() - start, 3)}
+    out["limit_s"] = limit_s
+    out["held"] = all(v["returned_after_s"] < limit_s + 1.5 for k, v in out.items()
+                      if isinstance(v, dict) and "returned_after_s" in v)
+    return out
+
+
+def wait_ready(pool: GraderPool) -> None:
+    pool.grade_many([("(1,2)", "(2,1)"), ("x^2", "x*x")])  # waits for every worker to start
+
+
+def main() -> dict:
+    rl = rl_workload()
+    symbolic = symbolic_workload(rl)
+    baseline_s = inline_baseline(symbolic)
+    with GraderPool(workers=2, timeout_s=10) as pool:
+        wait_ready(pool)
+        symbolic_s = timed_pool(pool, symbolic)
+    with GraderPool(workers=2, timeout_s=10) as pool:
+        wait_ready(pool)
+        rl_s = timed_pool(pool, rl)
+        stats = dict(pool.stats)
+        timeouts = timeout_check(pool)
+    result = {
+        "benchmark": "grader",
+        "workers": 2,
+        "rl": {"pairs": len(rl), "seconds": round(rl_s, 3), "grades_per_s": rate(len(rl), rl_s),
+               "goal_grades_per_s": 300, "meets_goal": rate(len(rl), rl_s) >= 300,
+               "pool_stats": stats},
+        "symbolic": {"pairs": len(symbolic), "pool_grades_per_s": rate(len(symbolic), symbolic_s),
+                     "inline_baseline_grades_per_s": rate(len(symbolic), baseline_s),
+                     "speedup": round(baseline_s / symbolic_s, 2)},
+        "timeout": timeouts,
+    }
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

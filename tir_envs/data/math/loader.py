@@ -1,0 +1,175 @@
+"""Loading math tasks from the shipped benchmarks or from JSONL / Parquet / Hugging Face data.
+
+Every record becomes a ``Task`` whose ``answer`` is the gold *final* answer as a string: a GSM8K
+worked solution is cut to the number after ``####`` (thousands separators removed), a solution
+with ``\\boxed{}`` to the boxed answer, an AIME ``"025"`` to ``"25"``.  The original is kept in
+``meta``.  A record that cannot be used is reported with its file, line (or row) and field.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from tir_envs.data.loaders import DatasetError, check_record, expect_count, read_records
+from tir_envs.data.task import Task
+from tir_envs.rewards.math.extract import extract_answer
+
+QUESTION_FIELDS = ("problem", "question", "prompt")
+ANSWER_FIELDS = ("answer", "final_answer", "solution")
+_LEADING_ZEROS = re.compile(r"0+\d+")
+
+
+@dataclass(frozen=True)
+class ShippedDataset:
+    """A benchmark file shipped in this folder and the record count it must have."""
+
+    file: str
+    count: int
+    id_field: str | None
+    description: str
+
+
+MATH_DATASETS: dict[str, ShippedDataset] = {
+    "math500": ShippedDataset("math500.jsonl", 500, "unique_id", "MATH-500 (PRM800K test split)"),
+    "aime2024": ShippedDataset("aime2024.jsonl", 30, "id", "AIME 2024 I and II"),
+    "aime2025": ShippedDataset("aime2025.jsonl", 30, "id", "AIME 2025 I and II"),
+    "gsm8k": ShippedDataset("gsm8k.jsonl", 1319, None, "GSM8K test"),
+}
+_ALIASES = {"math-500": "math500", "math_500": "math500", "aime24": "aime2024",
+            "aime25": "aime2025", "aime_2024": "aime2024", "aime_2025": "aime2025",
+            "gsm8k_test": "gsm8k"}
+
+
+def shipped_path(name: str) -> Path:
+    """Path of a shipped benchmark file by dataset name (``math500``, ``aime2024``, ...)."""
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in MATH_DATASETS:
+        raise KeyError(f"no shipped math dataset {name!r}; shipped: {sorted(MATH_DATASETS)}")
+    return Path(__file__).with_name(MATH_DATASETS[key].file)
+
+
+def gold_answer(value: Any) -> str | None:
+    """The final answer in a gold ``answer``/``solution`` value, as a string (None if none)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return str(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if "####" in text:
+        text = text.rsplit("####", 1)[1].strip().replace(",", "")
+    elif "\\boxed" in text or "\\fbox" in text:
+        text = extract_answer(text) or ""
+    if _LEADING_ZEROS.fullmatch(text):
+        text = str(int(text))
+    return text or None
+
+
+def _located_records(source: str | Path, split: str, **hf_kwargs: Any
+                     ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, record)`` pairs; ``where`` is ``file:line`` (JSONL) or ``source:row i``."""
+    path = Path(source)
+    if path.suffix == ".jsonl":
+        if not path.is_file():
+            raise DatasetError(f"{path}: no such file")
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
+                                       f"{exc.colno})") from exc
+                yield f"{path}:{lineno}", record
+        return
+    label = str(source) if path.suffix == ".parquet" else f"{source}[{split}]"
+    for i, record in enumerate(read_records(source, split=split, **hf_kwargs)):
+        yield f"{label}:row {i}", record
+
+
+def _pick(record: dict[str, Any], given: str | None, candidates: Sequence[str], what: str,
+          where: str) -> str:
+    """The field holding ``what``: the one given, else the first candidate present."""
+    if given is not None:
+        check_record(record, [given], where)
+        return given
+    for name in candidates:
+        if record.get(name) is not None:
+            return name
+    raise DatasetError(f"{where}: no {what} field; expected one of {list(candidates)} (or pass "
+                       f"{what}_field=...); the record has {sorted(record)}")
+
+
+def record_to_task(record: Any, where: str, index: int, dataset: str = "",
+                   question_field: str | None = None, answer_field: str | None = None,
+                   id_field: str | None = None) -> Task:
+    """One record as a Task, or a ``DatasetError`` naming ``where`` and the field at fault."""
+    check_record(record, [], where)
+    qf = _pick(record, question_field, QUESTION_FIELDS, "question", where)
+    af = _pick(record, answer_field, ANSWER_FIELDS, "answer", where)
+    question = record[qf]
+    if not isinstance(question, str) or not question.strip():
+        raise DatasetError(f"{where}: field {qf!r} must be a non-empty string, got "
+                           f"{type(question).__name__} {str(question)[:40]!r}")
+    answer = gold_answer(record[af])
+    if answer is None:
+        raise DatasetError(f"{where}: field {af!r} holds no final answer ({type(record[af]).__name__}"
+                           f" {str(record[af])[:60]!r}); expected a string or number, a solution "
+                           "ending in '#### n', or one with \\boxed{}")
+    raw_id = record.get(id_field) if id_field else record.get("id", record.get("unique_id"))
+    task_id = str(raw_id) if raw_id is not None else str(index)
+    if dataset:
+        task_id = f"{dataset}/{task_id}"
+    meta = {k: v for k, v in record.items() if k not in (qf, af, "question", "problem")}
+    meta["dataset"] = dataset
+    raw = record[af]
+    if af == "solution" or (isinstance(raw, str) and "####" in raw):
+        meta["solution"] = raw
+    elif str(raw).strip() != answer:
+        meta["raw_answer"] = raw
+    return Task(id=task_id, question=question, answer=answer, meta=meta)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_shipped(key: str) -> tuple[Task, ...]:
+    spec = MATH_DATASETS[key]
+    path = Path(__file__).with_name(spec.file)
+    tasks = [record_to_task(rec, where, i, key, id_field=spec.id_field)
+             for i, (where, rec) in enumerate(_located_records(path, "test"))]
+    expect_count(tasks, spec.count, f"{path} ({spec.description})")
+    return tuple(tasks)
+
+
+def load_math_tasks(source: str | Path = "math500", *, split: str = "test",
+                    question_field: str | None = None, answer_field: str | None = None,
+                    limit: int | None = None, **hf_kwargs: Any) -> list[Task]:
+    """Tasks from a shipped benchmark name, a ``.jsonl``/``.parquet`` file, or an HF dataset.
+
+    Shipped names: ``math500``, ``aime2024``, ``aime2025``, ``gsm8k`` (sizes checked: 500, 30,
+    30, 1319).  ``question_field``/``answer_field`` name the fields when they are not the usual
+    ones.  ``limit`` keeps the first ``limit`` tasks.
+    """
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    key = _ALIASES.get(str(source).lower(), str(source).lower())
+    if key in MATH_DATASETS and not Path(source).exists():
+        tasks = list(_load_shipped(key))
+    elif not Path(source).exists() and Path(source).suffix not in (".jsonl", ".parquet") \
+            and "/" not in str(source):
+        raise DatasetError(f"unknown math dataset {str(source)!r}: not a shipped name "
+                           f"({', '.join(sorted(MATH_DATASETS))}), not an existing .jsonl/.parquet "
+                           "file, and not a Hugging Face name ('org/name')")
+    else:
+        name = Path(source).stem
+        tasks = [record_to_task(rec, where, i, name, question_field, answer_field)
+                 for i, (where, rec) in enumerate(_located_records(source, split, **hf_kwargs))]
+        if not tasks:
+            raise DatasetError(f"{source}: no records")
+    return tasks[:limit] if limit else tasks

@@ -1,0 +1,106 @@
+"""The outcome reward of a math episode, with every term logged as a component.
+
+Terms (each optional except the first):
+  * ``outcome``: ``correct_reward`` (1) for an equivalent answer, ``wrong_reward`` otherwise
+    (0; ToRL uses -1).  The answer is what the policy itself wrote, never tool output.
+  * ``exec_error_penalty``: ToRL's code-execution penalty (0.5 in the paper), subtracted once
+    when any executed code failed (error, timeout, or killed for a resource limit).
+  * ``tool_penalties``: VerlTool's -0.25 shaping terms, by name: ``exec_error`` (some execution
+    failed), ``no_tool`` (the episode never ran a tool), ``invalid_action`` (a tool call could not
+    be understood or named an unknown tool), ``unfinished`` (cut by a budget, not finished).
+Infrastructure failures (sandbox died) are not penalised as code errors; the trajectory's
+``infra_failed`` flag tells a trainer to drop the episode instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.math.extract import extract_answer
+from tir_envs.rewards.math.pool import TIMEOUT, Grade, GraderPool, default_pool
+
+TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
+_FAILED = {"error", "timeout", "killed"}
+
+
+def gold_text(answer: Any) -> str:
+    """A task's gold answer as the grader's string (ints from AIME 2025, strings elsewhere)."""
+    if answer is None:
+        raise ValueError("the task has no gold 'answer'; math rewards need one")
+    return str(answer).strip()
+
+
+def execution_failures(trajectory) -> int:
+    """Executed tool calls that failed because of the code (not budgets, parsing, or infra)."""
+    n = 0
+    for turn in trajectory.turns:
+        for r in turn.tool_results:
+            if r.get("status") in _FAILED and not r.get("exhausted") and not r.get("parse_error"):
+                n += 1
+    return n
+
+
+def invalid_calls(trajectory, known_tools: Sequence[str] | None = None) -> int:
+    """Tool calls that were not understood (bad JSON, no name) or named an unknown tool."""
+    n = 0
+    for turn in trajectory.turns:
+        for call in turn.tool_calls:
+            unknown = known_tools is not None and call.get("name") not in known_tools
+            if call.get("error") or unknown:
+                n += 1
+    return n
+
+
+@dataclass
+class MathReward:
+    """Outcome reward of the math-code recipes (see the module docstring for the terms)."""
+
+    correct_reward: float = 1.0
+    wrong_reward: float = 0.0
+    exec_error_penalty: float = 0.0
+    tool_penalties: Mapping[str, float] = field(default_factory=dict)
+    grader: GraderPool | None = None
+    known_tools: Sequence[str] | None = ("python",)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.tool_penalties) - set(TOOL_PENALTIES)
+        if unknown:
+            raise ValueError(f"unknown tool_penalties {sorted(unknown)}; choose from "
+                             f"{list(TOOL_PENALTIES)} (e.g. {{'exec_error': 0.25}})")
+
+    def grade(self, answer: str | None, gold: Any) -> Grade:
+        return (self.grader or default_pool()).grade(answer, gold_text(gold))
+
+    def __call__(self, task, trajectory, actions: Sequence[str],
+                 answer: str | None = None) -> RewardResult:
+        """Reward of a finished episode.  ``answer`` overrides the default extraction (the last
+        boxed answer in the policy's actions), e.g. the argument of an ``answer`` tool."""
+        if answer is None:
+            answer = extract_answer("\n".join(actions))
+        grade = self.grade(answer, task.answer)
+        outcome = self.correct_reward if grade.correct else self.wrong_reward
+        parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
+                 "outcome": outcome}
+        if grade.status == TIMEOUT:
+            parts["grade_timeout"] = 1.0
+        total = outcome
+        failures = execution_failures(trajectory)
+        if self.exec_error_penalty:
+            parts["exec_error_penalty"] = -self.exec_error_penalty if failures else 0.0
+            total += parts["exec_error_penalty"]
+        for name, value in self.tool_penalties.items():
+            hit = self._penalised(name, trajectory, failures)
+            parts[f"{name}_penalty"] = -abs(value) if hit else 0.0
+            total += parts[f"{name}_penalty"]
+        return RewardResult(total, parts)
+
+    def _penalised(self, name: str, trajectory, failures: int) -> bool:
+        if name == "exec_error":
+            return failures > 0
+        if name == "no_tool":
+            return trajectory.num_tool_calls == 0
+        if name == "invalid_action":
+            return invalid_calls(trajectory, self.known_tools) > 0
+        return bool(trajectory.truncated and not trajectory.terminated)  # unfinished
