@@ -163,7 +163,7 @@ def _runs(db: SQLDatabase, gold_sql: str, rows: list[tuple], width: int,
     except Exception:  # noqa: BLE001 - the rewrite is best effort; fall back to strict order
         return None
     keys = rewrite.key_indices(width)
-    if any(k >= width + len(keys) for k in keys) or (full and len(full[0]) < max(keys) + 1):
+    if keys is None or not full or len(full[0]) <= max(keys):
         return None
     full = normalize_rows(full)
     limit = len(full) if rewrite.limit is None else min(rewrite.limit, len(full))

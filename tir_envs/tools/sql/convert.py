@@ -31,10 +31,14 @@ NULL_MARKERS = frozenset({"NULL", "null", "Null", ""})
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Where converted databases live: ``cache_dir``, ``$TIR_ENVS_CACHE_DIR``, or
-    ``~/.cache/tir_envs``; a ``sql`` folder inside it."""
-    base = cache_dir or os.environ.get("TIR_ENVS_CACHE_DIR") or Path.home() / ".cache" / "tir_envs"
-    return Path(base) / "sql"
+    """Where converted databases live: a ``sql`` folder in ``cache_dir``, else in
+    ``$TIR_ENVS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tir_envs``, else ``~/.cache/tir_envs``."""
+    if cache_dir:
+        return Path(cache_dir) / "sql"
+    if os.environ.get("TIR_ENVS_CACHE_DIR"):
+        return Path(os.environ["TIR_ENVS_CACHE_DIR"]) / "sql"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tir_envs" / "sql"
 
 
 def file_digest(path: Path) -> str:

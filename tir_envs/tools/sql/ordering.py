@@ -34,8 +34,11 @@ class SortKeyQuery:
     keys: tuple[tuple[str, int], ...]
     limit: int | None
 
-    def key_indices(self, width: int) -> tuple[int, ...]:
-        """Column indices of the keys in a rewritten row whose original part has ``width``."""
+    def key_indices(self, width: int) -> tuple[int, ...] | None:
+        """Column indices of the keys in a rewritten row whose original part has ``width``
+        columns; ``None`` if a positional key (``ORDER BY 0``, ``ORDER BY 9``) is out of range."""
+        if any(kind == "column" and not 0 <= j < width for kind, j in self.keys):
+            return None
         return tuple(j if kind == "column" else width + j for kind, j in self.keys)
 
 
