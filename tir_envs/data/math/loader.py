@@ -118,7 +118,10 @@ def record_to_task(record: Any, where: str, index: int, dataset: str = "",
     if not isinstance(question, str) or not question.strip():
         raise DatasetError(f"{where}: field {qf!r} must be a non-empty string, got "
                            f"{type(question).__name__} {str(question)[:40]!r}")
-    answer = gold_answer(record[af])
+    # A worked solution only counts through its boxed (or '#### n') final answer.
+    value = record[af]
+    solution_like = af == "solution" and isinstance(value, str) and "####" not in value
+    answer = (extract_answer(value) if solution_like else gold_answer(value))
     if answer is None:
         raise DatasetError(f"{where}: field {af!r} holds no final answer ({type(record[af]).__name__}"
                            f" {str(record[af])[:60]!r}); expected a string or number, a solution "

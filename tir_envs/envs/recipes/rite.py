@@ -1,0 +1,106 @@
+"""RITE (Chen, Yang et al., 2025, "Reinforcement Learning for Tool-Integrated Interleaved
+Thinking towards Cross-Domain Generalization"): Plan-Action-Reflection cycles in a chat model.
+
+* Chat prompt: a system message that describes the ``python`` and ``answer`` tools, then the
+  question.  Each turn the model thinks in ``<think>…</think>`` and makes one call,
+  ``<tool_call>{"name": "python", "arguments": {"code": …}}</tool_call>``; generation stops at
+  ``</tool_call>``.
+* Results come back as a ``tool`` chat message: the template glue around it (closing the
+  assistant turn, opening the next one) is env tokens with loss mask 0.
+* ``answer`` ends the episode; its ``answer`` argument is graded (a boxed answer inside it is
+  unwrapped).  Without an answer call, the last boxed answer of the policy's text is graded.
+* Reward: 1 correct, 0 otherwise, plus the format reward (``interleaved_format_score``): +1 for
+  a clean cycle, 0 for minor issues, -1 for a broken one.
+The paper's code is not public; tool names, stop string and the format rules here follow the
+paper's description and the Hermes/Qwen tool-call convention.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tir_envs.envs.recipes.base import Recipe, RecipeDefaults
+from tir_envs.formats.json_calls import JsonFormat
+from tir_envs.rewards.math.extract import extract_answer
+from tir_envs.rewards.math.interleave import interleaved_format_score
+
+ANSWER_TOOL = "answer"
+
+
+def tool_schemas(stateful: bool) -> list[dict]:
+    memory = ("Variables and imports persist between calls. " if stateful
+              else "Each call starts a fresh interpreter. ")
+    return [
+        {"type": "function", "function": {
+            "name": "python",
+            "description": "Execute Python code and return what it prints, or the error. "
+                           + memory + "Print the values you need to see.",
+            "parameters": {"type": "object", "required": ["code"], "properties": {
+                "code": {"type": "string", "description": "Python source to run."}}}}},
+        {"type": "function", "function": {
+            "name": ANSWER_TOOL,
+            "description": "Give the final answer. Call it once, at the end; it ends the task.",
+            "parameters": {"type": "object", "required": ["answer"], "properties": {
+                "answer": {"type": "string",
+                           "description": "The final answer in LaTeX, e.g. \\boxed{42}."}}}}},
+    ]
+
+
+def system_prompt(stateful: bool) -> str:
+    tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in tool_schemas(stateful))
+    return (
+        "Solve the math problem by alternating between thinking and running code.\n"
+        "Every turn has two parts, in this order:\n"
+        "1. <think> ... </think>: plan the next step, or reflect on the last tool result.\n"
+        "2. Exactly one tool call.\n"
+        "Keep cycling until you are sure, then call the answer tool.\n\n"
+        "# Tools\n\nThe available functions, as JSON signatures:\n<tools>\n" + tools +
+        "\n</tools>\n\nTo call a function, write its name and arguments as one JSON object "
+        "between tags:\n<tool_call>\n{\"name\": \"<function name>\", \"arguments\": "
+        "{<argument object>}}\n</tool_call>")
+
+
+class RITERecipe(Recipe):
+    name = "rite"
+    chat = True
+    observation_role = "tool"
+    defaults = RecipeDefaults(max_calls=None, max_turns=16, max_obs_tokens=1024,
+                              max_total_tokens=1024 + 8192, correct_reward=1.0,
+                              wrong_reward=0.0, error_style="full")
+
+    def tool_format(self, env):
+        return JsonFormat()
+
+    def prompt(self, env, task):
+        messages = [{"role": "system", "content": system_prompt(env.stateful)},
+                    {"role": "user", "content": task.question}]
+        return env.codec.render_chat(messages)
+
+    def max_turns_for(self, max_calls):
+        return self.defaults.max_turns if max_calls is None else max_calls + 2
+
+    def is_final(self, env, text, calls):
+        return not calls or any(c.name == ANSWER_TOOL for c in calls)
+
+    def observation(self, env, calls, texts, action_text):
+        if len(texts) == 1:
+            body = texts[0].strip("\n")
+        else:
+            body = "\n".join(f"<tool_response>\n{t.strip(chr(10))}\n</tool_response>"
+                             for t in texts)
+        return env.wrap_in_chat(body, action_text)
+
+    def answer(self, env, actions):
+        for call in reversed(env.format.parse(actions[-1]) if actions else []):
+            if call.name == ANSWER_TOOL and not call.error:
+                value = call.arguments.get("answer")
+                if value is not None:
+                    text = str(value)
+                    return extract_answer(text) or text.strip() or None
+        return super().answer(env, actions)
+
+    def extra_reward(self, env, trajectory, actions):
+        score, issues = interleaved_format_score(actions, env.format, ANSWER_TOOL,
+                                                 eos_text=env.codec.eos_text)
+        trajectory.metadata["format_issues"] = issues
+        return {"format": score}

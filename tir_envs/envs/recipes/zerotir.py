@@ -1,0 +1,104 @@
+"""ZeroTIR (Mai et al., 2025, "Agent RL Scaling Law: Spontaneous Code Execution for
+Mathematical Problem Solving"), as in its authors' public code (yyht/openrlhf_async_pipline @
+d154c0a0966e45db4a76bcc80d76ee86cb03df4d).
+
+* Raw-text prompt (template ``orz_tir``) ending in ``Assistant: <think>``; the answer goes in
+  ``<answer>`` with ``\\boxed{}``.
+* Two stop strings, alternating: generation first stops at ```` ```python ```` (the action is a
+  pause: no call, nothing inserted), then at the closing ```` ``` ````; the block is run and
+  ``"\\n```output\\n<result>\\n```\\n\\n\\n"`` is inserted.  (One stop list with both strings
+  would stop at the opening fence, which starts with ```` ``` ````; ``stop_sequences`` changes
+  with the episode, so read it before every generation.)
+* Results longer than 256 tokens are replaced by ZeroTIR's "too long" notice.
+* ``N_max`` calls (``max_calls``, default 20); past it the env inserts "Tool call count has been
+  exhausted. You can no longer call the tool." as the block's output and runs nothing.
+* Reward: 1 correct, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tir_envs.envs.recipes.base import Recipe, RecipeDefaults
+from tir_envs.formats.base import ToolCall
+from tir_envs.formats.markdown import MarkdownFormat
+
+# The prompt template of the ZeroTIR evaluation/training code ('orz_tir').
+ZEROTIR_TEMPLATE = (
+    "A conversation between User and Assistant. The User asks a question, and the Assistant "
+    "solves it. The Assistant first thinks about the reasoning process in the mind and then "
+    "provides the User with the answer. The reasoning process is enclosed within <think> "
+    "</think> and answer is enclosed within <answer> </answer> tags, respectively, i.e., <think> "
+    "reasoning process here </think> <answer> answer here </answer>. In your reasoning-process, "
+    "You can use python-code to solve your problem. User: You must put your answer inside "
+    "<answer> </answer> tags, i.e., <answer> answer here </answer>. And your final answer will "
+    "be extracted automatically by the \\boxed{{}} tag.\nThis is the problem:{question}\n"
+    "Assistant: <think>")
+OPEN_FENCE = "```python"
+CLOSE_FENCE = "```"
+TOO_LONG_NOTICE = "The output of the code execution is too long, please check your code."
+MAX_RESULT_TOKENS = 256
+
+
+def opens_block(text: str) -> bool:
+    """Whether an action stopped right after opening a code block (a ZeroTIR pause)."""
+    return text.rstrip().endswith(OPEN_FENCE)
+
+
+class SplitFenceFormat(MarkdownFormat):
+    """Code blocks whose opening fence may sit at the end of the previous action.
+
+    ``history()`` returns the episode's action texts so far, the current one last.  A call is the
+    block that the current action closes: its text must end with the closing fence.
+    """
+
+    def __init__(self, history: Callable[[], list[str]]):
+        super().__init__(stop=[OPEN_FENCE])
+        self.history = history
+
+    def parse(self, text: str) -> list[ToolCall]:
+        actions = self.history()
+        previous = actions[-2] if len(actions) >= 2 and actions[-1] is text else ""
+        prefix = OPEN_FENCE if opens_block(previous) else ""
+        combined = prefix + text
+        calls = super().parse(combined)
+        end = len(combined.rstrip())
+        if not calls or calls[-1].end != end:
+            return []
+        call = calls[-1]
+        shift = len(prefix)
+        return [ToolCall(call.name, call.arguments, call.raw, max(call.start - shift, 0),
+                         call.end - shift)]
+
+
+class ZeroTIRRecipe(Recipe):
+    name = "zerotir"
+    chat = False
+    defaults = RecipeDefaults(max_calls=20, max_turns=43, max_obs_tokens=512,
+                              max_total_tokens=1024 + 8192, correct_reward=1.0,
+                              wrong_reward=0.0, error_style="full")
+
+    def tool_format(self, env):
+        return SplitFenceFormat(lambda: env.actions)
+
+    def prompt(self, env, task):
+        return ZEROTIR_TEMPLATE.format(question=task.question)
+
+    def max_turns_for(self, max_calls):
+        # Each call takes two actions (open, close); then one refused attempt (it gets the
+        # exhaustion notice) and the final answer.
+        return 2 * (max_calls if max_calls is not None else 20) + 3
+
+    def stop_sequences(self, env):
+        return [CLOSE_FENCE] if env.actions and opens_block(env.actions[-1]) and \
+            not env.done else [OPEN_FENCE]
+
+    def is_final(self, env, text, calls):
+        return not calls and not opens_block(text)
+
+    def observation(self, env, calls, texts, action_text):
+        result = texts[-1] if texts else ""
+        block = f"\n```output\n{result}\n```\n\n\n"
+        if len(env.codec.encode(block)) > MAX_RESULT_TOKENS:
+            block = f"\n```output\n{TOO_LONG_NOTICE}\n```\n\n\n"
+        return block
