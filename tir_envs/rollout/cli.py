@@ -1,0 +1,137 @@
+"""``tir-envs rollout``: run episodes of an env against a policy and stream them to JSONL.
+
+    tir-envs rollout --env tir/MathCode-v0 --policy hf:/models/qwen2.5-1.5b --out traj.jsonl
+    tir-envs rollout --env tir/SQL-v0 --policy openai:http://127.0.0.1:8000/v1 --model qwen \\
+        --samples 8 --concurrency 64 --out traj.jsonl
+
+Policy specs: ``hf:PATH`` (transformers, local folder), ``vllm:PATH`` (vLLM engine in process),
+``openai:URL`` (an OpenAI-compatible server; needs ``--model``), ``scripted:FILE`` (a JSON list
+of action strings, replayed every episode).  The env gets the policy's tokenizer, so ids mean
+the same on both sides (``--tokenizer`` overrides; the default is the bundled Qwen2.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("rollout", help="run episodes against a policy, write JSONL",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", required=True, help="env id, e.g. tir/MathCode-v0")
+    p.add_argument("--policy", required=True, help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+    p.add_argument("--out", required=True, help="JSONL file the trajectories stream to")
+    p.add_argument("--model", help="served model name (openai policy)")
+    p.add_argument("--api-key", help="bearer token for the openai policy")
+    p.add_argument("--tokenizer", help="tokenizer folder shared by env and policy")
+    p.add_argument("--tasks", help="tasks file (.jsonl/.parquet with 'question' and 'answer'); "
+                                   "default: the env's own tasks")
+    p.add_argument("--limit", type=int, help="use only the first N tasks")
+    p.add_argument("--samples", type=int, default=1, help="episodes per task (GRPO group size)")
+    p.add_argument("--concurrency", type=int, default=32, help="episodes in flight")
+    p.add_argument("--mode", choices=["async", "sync"], default="async")
+    p.add_argument("--max-tokens", type=int, default=1024, help="per turn (further capped by the env)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=-1)
+    p.add_argument("--seed", type=int, help="reset seed and sampling seed (offset per episode)")
+    p.add_argument("--timeout", type=float, help="seconds per episode before it is flagged")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="env constructor argument (VALUE parsed as JSON when it can be)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_env_args(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--env-arg {pair!r}: expected KEY=VALUE, e.g. --env-arg max_turns=4")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def build_policy(spec: str, args: argparse.Namespace):
+    """``(policy, tokenizer)`` from a ``kind:target`` spec (see the module docstring)."""
+    from tir_envs.tokenizers import load_tokenizer
+
+    kind, sep, target = spec.partition(":")
+    if not sep or not target:
+        raise SystemExit(f"--policy {spec!r}: expected KIND:TARGET with KIND one of hf, vllm, "
+                         "openai, scripted (e.g. hf:/models/qwen, openai:http://127.0.0.1:8000/v1)")
+    if kind in ("hf", "vllm") and not Path(target).is_dir():
+        raise SystemExit(f"--policy {spec!r}: {target!r} is not a local model folder")
+    tokenizer = load_tokenizer(args.tokenizer or (target if kind in ("hf", "vllm") else None))
+    if kind == "hf":
+        from tir_envs.rollout.hf import HFPolicy
+        return HFPolicy(target, tokenizer), tokenizer
+    if kind == "vllm":
+        from tir_envs.rollout.vllm_backend import VLLMPolicy
+        return VLLMPolicy(target, tokenizer), tokenizer
+    if kind == "openai":
+        if not args.model:
+            raise SystemExit("--policy openai:URL needs --model (the served model name)")
+        from tir_envs.rollout.openai_compat import OpenAIPolicy
+        return OpenAIPolicy(target, args.model, tokenizer, api_key=args.api_key), tokenizer
+    if kind == "scripted":
+        return _scripted(target, tokenizer), tokenizer
+    raise SystemExit(f"--policy {spec!r}: unknown kind {kind!r}; use hf, vllm, openai or scripted")
+
+
+def _scripted(path: str, tokenizer: Any):
+    from tir_envs.rollout.scripted import ScriptedPolicy
+
+    try:
+        actions = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"--policy scripted:{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"--policy scripted:{path}: not JSON ({exc.msg}, line {exc.lineno})") \
+            from None
+    if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+        raise SystemExit(f"--policy scripted:{path}: expected a JSON list of action strings")
+    return ScriptedPolicy(actions, tokenizer)
+
+
+def load_tasks(args: argparse.Namespace):
+    if args.tasks is None:
+        return args.limit  # None: all the env's tasks; N: the first N
+    from tir_envs.data.loaders import read_records
+
+    if not Path(args.tasks).exists():
+        raise SystemExit(f"--tasks {args.tasks!r}: no such file")
+    records = read_records(args.tasks, required=())
+    return records[:args.limit] if args.limit else records
+
+
+def run(args: argparse.Namespace) -> int:
+    from tir_envs.rollout.engine import collect
+    from tir_envs.rollout.policy import SamplingParams
+
+    env_kwargs = parse_env_args(args.env_arg)
+    policy, tokenizer = build_policy(args.policy, args)
+    env_kwargs.setdefault("tokenizer", tokenizer)
+    sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
+                              top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    try:
+        out = collect(args.env, policy, load_tasks(args), samples_per_task=args.samples,
+                      max_concurrency=args.concurrency, sampling=sampling,
+                      episode_timeout_s=args.timeout, out=args.out, progress=not args.no_progress,
+                      mode=args.mode, env_kwargs=env_kwargs, seed=args.seed)
+    finally:
+        close = getattr(policy, "close", None)
+        if close is not None:
+            close()
+    rewards = [t.reward for t in out if not t.infra_failed]
+    summary = {**out.stats.to_dict(), "out": args.out,
+               "mean_reward": sum(rewards) / len(rewards) if rewards else None}
+    print(json.dumps(summary))
+    return 0
