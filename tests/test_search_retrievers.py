@@ -190,3 +190,17 @@ def test_dense_needs_a_local_model(tmp_path):
 def test_lucene_retriever_rejects_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError):
         LuceneRetriever(tmp_path / "nope")
+
+
+def test_async_search_reuses_a_bounded_thread_pool_across_event_loops(lucene):
+    import asyncio
+    import threading
+
+    async def burst():
+        return await asyncio.gather(*[lucene.asearch(q, 2) for q in list(SMALL_QUERIES) * 6])
+
+    for _ in range(3):  # three event loops, as three asyncio.run calls would make
+        results = asyncio.run(burst())
+        assert results == [lucene.search(q, 2) for q in list(SMALL_QUERIES) * 6]
+    pool = [t for t in threading.enumerate() if t.name.startswith("tir-search-lucene")]
+    assert 0 < len(pool) <= lucene.async_workers

@@ -98,6 +98,7 @@ class HttpRetriever(Retriever):
         return {"backend": self.backend, "url": self.url, "server": self.info()}
 
     def close(self) -> None:
+        super().close()
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()

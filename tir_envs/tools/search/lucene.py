@@ -75,6 +75,7 @@ class LuceneRetriever(Retriever):
         return {**super().describe(), "index": self.index, "k1": self.k1, "b": self.b}
 
     def close(self) -> None:
+        super().close()
         searcher, self._searcher = getattr(self, "_searcher", None), None
         if searcher is not None:
             searcher.close()

@@ -3,13 +3,16 @@
 A backend answers ``search(query, k)`` and ``batch_search(queries, k)`` with ``Hit`` lists,
 best first.  A hit carries the document's ``contents`` in the Search-R1 / pyserini layout:
 the first line is the title, the rest the text.  ``asearch`` lets an event loop ask without
-blocking: by default it runs ``search`` on a worker thread.
+blocking: it runs ``search`` on the retriever's own small thread pool, reused across event
+loops (a JVM attaches each thread that calls it, so their number must stay bounded).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -86,6 +89,10 @@ class Retriever:
 
     #: backend name, as used by ``open_retriever(..., backend=...)`` and the index manifest
     backend: str = "base"
+    #: threads that run blocking searches for ``asearch`` / ``abatch_search``
+    async_workers: int = 4
+    _pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _pool_lock = threading.Lock()
 
     @property
     def num_docs(self) -> int:
@@ -100,19 +107,32 @@ class Retriever:
         return [self.search(q, k) for q in queries]
 
     async def asearch(self, query: str, k: int = 3) -> list[Hit]:
-        """``search`` without blocking the event loop (a worker thread by default)."""
-        return await asyncio.to_thread(self.search, query, k)
+        """``search`` without blocking the event loop (on the retriever's thread pool)."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), self.search,
+                                                                query, k)
 
     async def abatch_search(self, queries: Sequence[str], k: int = 3,
                             threads: int = 1) -> list[list[Hit]]:
-        return await asyncio.to_thread(self.batch_search, list(queries), k, threads)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor(), self.batch_search, list(queries), k, threads)
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        self.async_workers, thread_name_prefix=f"tir-search-{self.backend}")
+        return self._pool
 
     def describe(self) -> dict[str, Any]:
         """A short JSON-able description (backend, size) for logs and the server's /health."""
         return {"backend": self.backend, "num_docs": self.num_docs}
 
     def close(self) -> None:
-        """Release what the backend holds.  Idempotent."""
+        """Release what the backend holds (subclasses call this too).  Idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     def __enter__(self) -> "Retriever":
         return self
