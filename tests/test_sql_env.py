@@ -12,7 +12,7 @@ import tir_envs
 from tests.sql_helpers import CACHE, sha256, spider_db
 from tir_envs.data.spider import load_spider
 from tir_envs.data.task import Task
-from tir_envs.envs.sql import SQL_PROMPT_TEMPLATE, SQLEnv
+from tir_envs.envs.sql import SQL_PROMPT_TEMPLATE, SQLEnv  # noqa: F401
 from tir_envs.rollout import SamplingParams, ScriptedPolicy, collect
 from tir_envs.tools.sql.protocol import INVALID_ACTION
 from tir_envs.tools.sql.schema import render_schema

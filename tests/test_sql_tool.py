@@ -10,7 +10,7 @@ import pytest
 from tests.sql_helpers import CACHE, folder_listing, make_sqlite, sha256, spider_db
 from tir_envs.data.spider import spider_databases
 from tir_envs.tools.base import ToolStatus
-from tir_envs.tools.sql import SQLTool, open_database, render_table, run_query
+from tir_envs.tools.sql import SQLDatabase, SQLTool, open_database, render_table, run_query
 from tir_envs.tools.sql.convert import cache_root, duckdb_copy, duckdb_type
 from tir_envs.tools.sql.dialect import adapt
 from tir_envs.tools.sql.lexer import has_outer_order_by
@@ -155,6 +155,17 @@ def test_tool_call_renders_results_and_statuses():
     assert bad.status == ToolStatus.ERROR and bad.text.startswith("Error: Binder Error")
     assert empty.status == ToolStatus.ERROR and "empty" in empty.text
     assert slow.status == ToolStatus.TIMEOUT and "time limit" in slow.text
+
+
+def test_two_handles_on_one_cached_copy_share_the_locked_instance():
+    path = spider_databases()["singer"]
+    first, second = SQLDatabase(path, cache_dir=CACHE), SQLDatabase(path, cache_dir=CACHE)
+    for db in (first, second):
+        assert run(db, "SELECT count(*) FROM singer").rows == [(8,)]
+        assert run(db, "SELECT current_setting('lock_configuration')").rows == [(True,)]
+        assert run(db, "SET lock_configuration = false").status in ("refused", "error")
+    first.close()
+    second.close()
 
 
 def test_tool_without_database_and_bad_limits():

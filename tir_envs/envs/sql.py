@@ -20,27 +20,12 @@ from tir_envs.formats.base import ToolCall
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.sql import SQLReward, task_database
 from tir_envs.tools.sql.database import EngineSettings, SQLDatabase, open_database
-from tir_envs.tools.sql.protocol import SQLFormat
+from tir_envs.tools.sql.protocol import SQL_PROMPT_TEMPLATE, SQLFormat
 from tir_envs.tools.sql.schema import SchemaStyle, render_schema
 from tir_envs.tools.sql.tool import ResultLimits, SQLTool
 from tir_envs.trajectory import Trajectory
 
-SQL_PROMPT_TEMPLATE = """You are an expert data analyst. Write one SQL query that answers the question below, using the database described here.
-
-Database engine: DuckDB (read-only)
-
-Database schema:
-{schema}
-
-Question:
-{question}
-
-How to work:
-- Reason step by step inside <think>...</think> before each action.
-- To look at the data or check part of your answer, run one query inside <sql>...</sql>. Its result (at most {max_rows} rows) or its error comes back inside <observation>...</observation>.
-- When you are sure, give the final query inside <solution>...</solution>. It is executed and its result compared with the correct result, so return exactly the columns the question asks for, in that order.
-- You have {max_turns} turns in total. Give your solution before they run out.
-"""
+__all__ = ["SQLEnv", "SQL_PROMPT_TEMPLATE"]
 
 
 class SQLEnv(TIREnv):

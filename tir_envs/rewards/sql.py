@@ -190,7 +190,8 @@ def _gold_cached(db: SQLDatabase, gold_sql: str, timeout_s: float) -> GoldResult
     try:
         columns, raw = _reference_rows(db, gold_sql, timeout_s)
     except Exception as exc:  # noqa: BLE001 - any failure of the gold is a dataset problem
-        raise GoldQueryError(f"the gold query failed on {db.path.name}: {exc}\n  {gold_sql}") from exc
+        raise GoldQueryError(f"the gold query failed on {db.path.name}: {exc}\n  "
+                             f"{gold_sql}") from exc
     rows = normalize_rows(raw)
     width = len(columns)
     ordered = has_outer_order_by(gold_sql)

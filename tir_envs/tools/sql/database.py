@@ -87,8 +87,12 @@ def _open_readonly(path: Path, settings: EngineSettings) -> duckdb.DuckDBPyConne
         "threads": settings.threads,
         "memory_limit": settings.memory_limit,
     })
-    con.execute("SET enable_progress_bar = false")
-    con.execute("SET lock_configuration = true")
+    # DuckDB hands back its existing instance for a file already open in this process with the
+    # same config (two SQLDatabase objects on one cached copy); that one is locked already.
+    locked = con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]
+    if not locked:
+        con.execute("SET enable_progress_bar = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
@@ -107,3 +111,12 @@ def open_database(db: "str | os.PathLike | SQLDatabase", settings: EngineSetting
         if key not in _DATABASES:
             _DATABASES[key] = SQLDatabase(db, settings, cache_dir)
         return _DATABASES[key]
+
+
+def close_databases() -> None:
+    """Close every shared instance (they reopen on next use), e.g. before deleting a cache."""
+    with _DATABASES_LOCK:
+        databases = list(_DATABASES.values())
+        _DATABASES.clear()
+    for db in databases:
+        db.close()

@@ -6,11 +6,14 @@ configuration locked, so a query cannot turn either back on; and before running,
 parsed with DuckDB's own parser and anything but a single ``SELECT``-type statement (which
 includes ``DESCRIBE``, ``SHOW``, ``PRAGMA table_info``) is refused with a message the model can
 act on.  A statement that runs past its time limit is stopped with ``interrupt()`` from a
-timer thread.  Nothing here raises for what a query does: the outcome is a ``QueryResult``.
+watchdog thread.  Nothing here raises for what a query does: the outcome is a ``QueryResult``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,32 +105,85 @@ def _error_text(exc: BaseException) -> str:
     return text
 
 
-class _Deadline:
-    """Interrupts ``con`` if the ``with`` body is still running after ``timeout_s``.
+class _Ticket:
+    """One armed deadline: the connection to interrupt, and what happened."""
 
-    The lock makes "finished" and "interrupt" mutually exclusive, so a late timer can never
-    interrupt the connection's next query.
+    __slots__ = ("con", "done", "fired")
+
+    def __init__(self, con: Any):
+        self.con, self.done, self.fired = con, False, False
+
+
+class _Watchdog:
+    """One thread per process that interrupts connections whose deadline passed.
+
+    A thread per query (``threading.Timer``) costs about 0.1 ms to start, a third of a small
+    Spider query; arming this watchdog costs a heap push.  ``disarm`` and the interrupt take
+    the same lock, so a query that finished can never have its connection's *next* query
+    interrupted by a late deadline.
     """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Ticket]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def arm(self, con: Any, timeout_s: float) -> _Ticket:
+        ticket = _Ticket(con)
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + timeout_s, next(self._seq), ticket))
+            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+                self._pid = os.getpid()  # (a forked child has no watchdog thread yet)
+                self._thread = threading.Thread(target=self._loop, name="sql-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return ticket
+
+    def disarm(self, ticket: _Ticket) -> None:
+        with self._cond:
+            ticket.done = True
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                deadline, _, ticket = self._heap[0]
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+                ticket.fired = True
+                try:
+                    ticket.con.interrupt()
+                except Exception:  # noqa: BLE001 - a closed connection has nothing to stop
+                    pass
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Deadline:
+    """``with _Deadline(con, t):`` interrupts ``con`` if the body still runs after ``t`` s."""
 
     def __init__(self, con: Any, timeout_s: float):
         self.con, self.timeout_s = con, timeout_s
-        self.fired = False
-        self._done = False
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(timeout_s, self._fire)
-        self._timer.daemon = True
+        self._ticket: _Ticket | None = None
 
-    def _fire(self) -> None:
-        with self._lock:
-            if not self._done:
-                self.fired = True
-                self.con.interrupt()
+    @property
+    def fired(self) -> bool:
+        return bool(self._ticket and self._ticket.fired)
 
     def __enter__(self) -> "_Deadline":
-        self._timer.start()
+        self._ticket = _WATCHDOG.arm(self.con, self.timeout_s)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        with self._lock:
-            self._done = True
-        self._timer.cancel()
+        _WATCHDOG.disarm(self._ticket)

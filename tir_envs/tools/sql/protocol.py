@@ -5,8 +5,9 @@ VerlTool's ``sql`` tool):
   * the policy explores with ``<sql>…</sql>`` and ends with ``<solution>…</solution>``; an
     action holding a complete solution ends the episode (no query in it is run);
   * otherwise its first ``<sql>`` block runs, and the env writes back
-    ``\\n\\n<observation>RESULT\\n<reminder>You have N turns left to complete the task.</reminder></observation>\\n\\n``
-    where N is what is left of ``max_turns`` (default 5);
+    ``\\n\\n<observation>RESULT\\n<reminder>You have N turns left to complete the
+    task.</reminder></observation>\\n\\n`` (one line), N being what is left of ``max_turns``
+    (default 5);
   * an action with neither tag gets a notice in the same frame and the episode goes on;
   * generation stops at ``</sql>`` or ``</solution>``.
 Built on the project's ``tags`` format (``TagSpec`` sql → observation).
@@ -19,6 +20,24 @@ from typing import Sequence
 
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.tags import TagsFormat, TagSpec
+
+#: the user message; written for this project (the recipes' own prompts target SQLite)
+SQL_PROMPT_TEMPLATE = (
+    "You are an expert data analyst. Write one SQL query that answers the question below, "
+    "using the database described here.\n\n"
+    "Database engine: DuckDB (read-only)\n\n"
+    "Database schema:\n{schema}\n\n"
+    "Question:\n{question}\n\n"
+    "How to work:\n"
+    "- Reason step by step inside <think>...</think> before each action.\n"
+    "- To look at the data or check part of your answer, run one query inside <sql>...</sql>. "
+    "Its result (at most {max_rows} rows) or its error comes back inside "
+    "<observation>...</observation>.\n"
+    "- When you are sure, give the final query inside <solution>...</solution>. It is executed "
+    "and its result compared with the correct result, so return exactly the columns the "
+    "question asks for, in that order.\n"
+    "- You have {max_turns} turns in total. Give your solution before they run out.\n"
+)
 
 SQL_TAG = TagSpec("sql", "sql", "query", "observation")
 INVALID_ACTION = ("your previous action had no complete <sql>…</sql> query and no final "
