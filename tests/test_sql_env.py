@@ -13,6 +13,7 @@ from tests.sql_helpers import CACHE, sha256, spider_db
 from tir_envs.data.spider import load_spider
 from tir_envs.data.task import Task
 from tir_envs.envs.sql import SQL_PROMPT_TEMPLATE, SQLEnv  # noqa: F401
+from tir_envs.rewards.sql import SQLReward
 from tir_envs.rollout import SamplingParams, ScriptedPolicy, collect
 from tir_envs.tools.sql.protocol import INVALID_ACTION
 from tir_envs.tools.sql.schema import render_schema
@@ -158,6 +159,26 @@ def test_async_twins_and_observation_role(qwen_tok):
     assert text.startswith("\n<|im_start|>user\n\n\n<observation>n\n-\n3\n(1 row)\n")
     assert text.endswith("</observation>\n\n<|im_end|>\n<|im_start|>assistant\n")
     assert term and reward == 1.0
+    env.close()
+
+
+def test_astep_scores_a_slow_solution_off_the_event_loop(qwen_tok):
+    env = SQLEnv(tokenizer=qwen_tok, tasks=[TASK], cache_dir=CACHE,
+                 reward=SQLReward(timeout_s=1.0))
+    slow = "<solution>SELECT count(*) FROM range(1000000000) a, range(1000) b</solution>"
+
+    async def main():
+        await env.areset(options={"index": 0})
+        ticks = 0
+        step = asyncio.ensure_future(env.astep(slow))
+        while not step.done():
+            await asyncio.sleep(0.05)
+            ticks += 1
+        return ticks, step.result()
+
+    ticks, (_, reward, term, _, info) = asyncio.run(main())
+    assert ticks >= 5  # the loop kept running while the prediction timed out
+    assert term and reward == 0.0 and info["trajectory"].reward_components["timeout"] == 1.0
     env.close()
 
 

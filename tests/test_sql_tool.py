@@ -201,6 +201,11 @@ def test_conversion_types_repairs_and_cache(tmp_path):
     assert rows[0] == (1, 1.5, 2.25, "x", "2018-03-17 07:48:09", "007", "3", b"\x00\xff", "a")
     assert rows[1] == (None, None, None, "NULL", None, "", "abc", None, None)
     assert sha256(src) == before
+    con = __import__("sqlite3").connect(src)  # an edited source gets a new copy
+    con.execute("INSERT INTO m (i) VALUES (3)")
+    con.commit()
+    con.close()
+    assert duckdb_copy(src, cache) != path
     assert duckdb_type("FLOAT(10,2)") == "DOUBLE" and duckdb_type("") == "VARCHAR"
 
 

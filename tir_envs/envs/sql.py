@@ -11,6 +11,7 @@ defaults).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Sequence
 
@@ -54,7 +55,7 @@ class SQLEnv(TIREnv):
         prompt_template: str = SQL_PROMPT_TEMPLATE,
         engine: EngineSettings = EngineSettings(),
         cache_dir: str | os.PathLike | None = None,
-        max_obs_tokens: int = 1024,
+        max_obs_tokens: int = 2048,
         max_total_tokens: int = 16384,
         **kwargs: Any,
     ):
@@ -72,6 +73,7 @@ class SQLEnv(TIREnv):
         self.reward_fn = reward or SQLReward()
         self.schema_style = schema_style
         self.prompt_template = prompt_template
+        self._scored: tuple[str, RewardResult] | None = None  # see astep
         super().__init__(tokenizer=tokenizer, tasks=tasks, tool_format=SQLFormat(),
                          tools=[self.sql_tool], max_turns=max_turns, max_calls_per_turn=1,
                          max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
@@ -98,6 +100,7 @@ class SQLEnv(TIREnv):
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + self.user_message(task)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._scored = None
         obs, info = super().reset(seed=seed, options=options)
         self.sql_tool.bind(self.database(self.task))
         info["db_id"] = self.task.meta.get("db_id", "")
@@ -113,8 +116,34 @@ class SQLEnv(TIREnv):
         body = self.format.render_turn(texts, turns_left)
         return self.wrap_in_chat(body, action_text) if self._glue else body
 
+    async def astep(self, action: Any):
+        """Async twin of ``step``.  A final ``<solution>`` is scored on a worker thread before
+        the step, so a slow prediction (up to the reward's time limit) never blocks the event
+        loop that drives the other episodes."""
+        text = None if self._done else self._peek_text(action)
+        if text is not None and self.format.has_solution(text):
+            task, db = self.task, self.database(self.task)
+            result = await asyncio.to_thread(self.reward_fn, task, self.trajectory, [text], db)
+            self._scored = (text, result)
+        return await super().astep(action)
+
+    def _peek_text(self, action: Any) -> str | None:
+        """The action's text, or ``None`` if it is malformed (``step`` then says why)."""
+        if isinstance(action, dict):
+            action = action.get("tokens")
+        if isinstance(action, str):
+            return action
+        try:
+            return self.codec.decode([int(i) for i in action])
+        except Exception:  # noqa: BLE001 - validation and its message belong to step
+            return None
+
     def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        result = self.reward_fn(task, trajectory, actions, self.database(task))
+        scored, self._scored = self._scored, None
+        if scored is not None and actions and scored[0] == actions[-1]:
+            result = scored[1]  # computed by astep off the event loop
+        else:
+            result = self.reward_fn(task, trajectory, actions, self.database(task))
         if result.components.get("gold_error"):
             trajectory.infra_failed = True
             trajectory.metadata["gold_error"] = True
