@@ -202,7 +202,7 @@ def test_async_search_reuses_a_bounded_thread_pool_across_event_loops(lucene):
     for _ in range(3):  # three event loops, as three asyncio.run calls would make
         results = asyncio.run(burst())
         assert results == [lucene.search(q, 2) for q in list(SMALL_QUERIES) * 6]
-    pool = [t for t in threading.enumerate() if t.name.startswith("tir-search-lucene")]
+    pool = [t for t in threading.enumerate() if t.name.startswith(lucene.thread_prefix)]
     assert 0 < len(pool) <= lucene.async_workers
 
 

@@ -116,12 +116,17 @@ class Retriever:
         return await asyncio.get_running_loop().run_in_executor(
             self._executor(), self.batch_search, list(queries), k, threads)
 
+    @property
+    def thread_prefix(self) -> str:
+        """Name prefix of this retriever's pool threads."""
+        return f"tir-search-{self.backend}-{id(self):x}"
+
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
                     self._pool = concurrent.futures.ThreadPoolExecutor(
-                        self.async_workers, thread_name_prefix=f"tir-search-{self.backend}")
+                        self.async_workers, thread_name_prefix=self.thread_prefix)
         return self._pool
 
     def describe(self) -> dict[str, Any]:
