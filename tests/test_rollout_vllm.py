@@ -75,10 +75,13 @@ def _forward_logprobs(model, prompt, ids):
 
 
 def _greedy_hf(model, prompt, n):
-    ids = list(prompt)
+    """Greedy decoding by hand, ending at EOS (kept) like the engine."""
+    ids, eos = list(prompt), tiny_tokenizer().eos_token_id
     with torch.no_grad():
         for _ in range(n):
             ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+            if ids[-1] == eos:
+                break
     return ids[len(prompt):]
 
 
@@ -86,8 +89,8 @@ def test_tokens_and_logprobs_match_transformers_on_the_same_weights(policy, hf_m
     tok = tiny_tokenizer()
     prompt = tok.encode("What is the sum")
     gen = asyncio.run(policy.generate(prompt, [], GREEDY))
-    assert gen.finish_reason == "length" and len(gen.token_ids) == 12
     assert gen.token_ids == _greedy_hf(hf_model, prompt, 12)
+    assert gen.finish_reason == ("length" if len(gen.token_ids) == 12 else "stop")
     assert gen.logprobs == pytest.approx(_forward_logprobs(hf_model, prompt, gen.token_ids),
                                          abs=2e-3)
 
