@@ -198,3 +198,18 @@ def test_sort_key_rewrite():
                      "SELECT a FROM t ORDER BY a LIMIT 1 OFFSET 2",
                      "SELECT a FROM t", "SELECT 1 ORDER BY 1"):
         assert with_sort_keys(declined) is None, declined
+
+
+def test_a_duckdb_file_is_its_own_reference(db, tmp_path):
+    from tir_envs.tools.sql.convert import duckdb_copy
+
+    native = tmp_path / "toy.duckdb"
+    native.write_bytes(duckdb_copy(db.path, CACHE).read_bytes())
+    duck = open_database(native)
+    assert duck.sqlite_path is None and duck.sqlite() is None
+    gold = "SELECT name FROM t ORDER BY score DESC LIMIT 1"
+    assert execution_match("SELECT 'carol'", gold, duck)
+    assert execution_match("SELECT `name` FROM `t` WHERE grp = 'a'",
+                           "SELECT name FROM t WHERE grp LIKE 'A'", duck)
+    assert not execution_match("SELECT 'bob'", gold, duck)
+    duck.close()

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 from tir_envs.rewards.base import RewardResult
 from tir_envs.tools.sql.database import SQLDatabase, open_database
 from tir_envs.tools.sql.executor import run_query
-from tir_envs.tools.sql.dialect import adapt
 from tir_envs.tools.sql.lexer import has_outer_order_by
 from tir_envs.tools.sql.ordering import with_sort_keys
 
@@ -201,8 +200,7 @@ def _gold_cached(db: SQLDatabase, gold_sql: str, timeout_s: float) -> GoldResult
 
 def gold_result(gold_sql: str, db: "str | SQLDatabase", timeout_s: float = 30.0) -> GoldResult:
     """The gold query's normalised result (cached per database and query)."""
-    sql = gold_sql if open_database(db).sqlite_path is not None else adapt(gold_sql)
-    return _gold_cached(open_database(db), sql.strip().rstrip(";"), timeout_s)
+    return _gold_cached(open_database(db), gold_sql.strip().rstrip(";"), timeout_s)
 
 
 # --------------------------------------------------------------------------- matching
