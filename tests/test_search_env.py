@@ -37,8 +37,11 @@ def env(qwen_tok, hotpot):
 
 
 def expected_observation(hits):
-    docs = "".join(f"Doc {i}(Title: {h.contents.split(chr(10))[0]}) "
-                   f"{chr(10).join(h.contents.split(chr(10))[1:])}\n" for i, h in enumerate(hits, 1))
+    """Search-R1's rendering, written out independently of the package's formatter."""
+    docs = ""
+    for i, hit in enumerate(hits, 1):
+        lines = hit.contents.split("\n")
+        docs += f"Doc {i}(Title: {lines[0]}) " + "\n".join(lines[1:]) + "\n"
     return f"\n\n<information>{docs.strip()}</information>\n\n"
 
 

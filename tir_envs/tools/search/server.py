@@ -40,7 +40,7 @@ class BadRequest(ValueError):
 def parse_request(body: Any, default_k: int) -> tuple[list[str], int, bool]:
     """``(queries, k, return_scores)`` from a request body, or ``BadRequest``."""
     if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object like {\"queries\": [\"...\"], \"topk\": 3}")
+        raise BadRequest('the body must be a JSON object like {"queries": ["..."], "topk": 3}')
     queries = body.get("queries", [body["query"]] if "query" in body else None)
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
         raise BadRequest("'queries' must be a list of strings")
