@@ -250,3 +250,30 @@ def test_bad_env_and_policy_are_named(qwen_tok):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         collect(LookupEnv, ScriptedPolicy(ANSWER_42, qwen_tok), TASKS, progress=False,
                 out="/nonexistent/dir/x.jsonl")
+
+
+def test_caller_owned_envs_are_reused_across_calls_and_left_open(qwen_tok):
+    envs = [LookupEnv(), LookupEnv()]
+    in_flight, peak = 0, 0
+
+    class Counting(ScriptedPolicy):
+        async def generate(self, prompt_ids, stop, sampling):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                await asyncio.sleep(0.01)
+                return await super().generate(prompt_ids, stop, sampling)
+            finally:
+                in_flight -= 1
+
+    for _ in range(2):  # e.g. two training steps
+        out = collect(envs, Counting(ANSWER_42, qwen_tok), TASKS, samples_per_task=3,
+                      max_concurrency=8, progress=False)
+        assert [t.reward for t in out] == [1.0] * 3 + [0.0] * 3
+    assert peak == 2  # one episode per env at a time
+    assert all(e.lookup.open_sessions == 0 for e in envs)
+    obs, _ = envs[0].reset(options={"task": TASKS[0]})  # still open and usable
+    assert len(obs["tokens"]) > 0
+    with pytest.raises(ValueError, match="same env twice"):
+        collect([envs[0], envs[0]], ScriptedPolicy(ANSWER_42, qwen_tok), TASKS, progress=False)

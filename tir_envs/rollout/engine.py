@@ -36,7 +36,7 @@ from tir_envs.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
-EnvSpec = Union[str, Callable[[], gym.Env]]
+EnvSpec = Union[str, Callable[[], gym.Env], Sequence[gym.Env]]
 MODES = ("async", "sync")
 
 
@@ -234,35 +234,27 @@ async def _guarded(episode: _Episode, phase: Callable[[], Any]) -> None:
 
 
 # ---------------------------------------------------------------------- schedules
-async def _run_async(jobs: Sequence[_Job], envs: list[gym.Env], make_env: Callable[[], gym.Env],
-                     run: _Run) -> list[Trajectory]:
+async def _run_async(jobs: Sequence[_Job], pool: "_EnvPool", run: _Run) -> list[Trajectory]:
     results: list[Trajectory | None] = [None] * len(jobs)
     queue = deque(jobs)
 
     async def worker(slot: int) -> None:
-        env = envs[0] if slot == 0 else None  # one env per slot, made when first needed
         while queue:
             job = queue.popleft()
-            if env is None:
-                env = make_env()
-                envs.append(env)
-            episode = _Episode(job, env, run)
+            episode = _Episode(job, pool.get(slot), run)
             await _guarded(episode, episode.play)
             results[job.index] = episode.finish()
 
-    await asyncio.gather(*(worker(i) for i in range(_slots(run, jobs))))
+    await asyncio.gather(*(worker(i) for i in range(pool.slots(run.max_concurrency, len(jobs)))))
     return results  # type: ignore[return-value]
 
 
-async def _run_sync(jobs: Sequence[_Job], envs: list[gym.Env], make_env: Callable[[], gym.Env],
-                    run: _Run) -> list[Trajectory]:
+async def _run_sync(jobs: Sequence[_Job], pool: "_EnvPool", run: _Run) -> list[Trajectory]:
     results: list[Trajectory | None] = [None] * len(jobs)
-    width = _slots(run, jobs)
+    width = pool.slots(run.max_concurrency, len(jobs))
     for start in range(0, len(jobs), width):
         batch = jobs[start:start + width]
-        while len(envs) < len(batch):
-            envs.append(make_env())
-        episodes = [_Episode(job, env, run) for job, env in zip(batch, envs)]
+        episodes = [_Episode(job, pool.get(slot), run) for slot, job in enumerate(batch)]
         await asyncio.gather(*(_guarded(e, e.reset) for e in episodes))
         live = [e for e in episodes if not e.done]
         while live:
@@ -275,25 +267,77 @@ async def _run_sync(jobs: Sequence[_Job], envs: list[gym.Env], make_env: Callabl
     return results  # type: ignore[return-value]
 
 
-def _slots(run: _Run, jobs: Sequence[_Job]) -> int:
-    return max(1, min(run.max_concurrency, len(jobs)))
+# ---------------------------------------------------------------------- envs
+class _EnvPool:
+    """One env per concurrent slot: made on first use from an id or factory (and closed at
+    the end), or given by the caller as a list of instances (reused, never closed here, so a
+    trainer can keep its envs, sandboxes and indexes warm across ``collect`` calls)."""
+
+    def __init__(self, env: EnvSpec | Sequence[gym.Env], env_kwargs: dict[str, Any] | None):
+        self.owned = not isinstance(env, (list, tuple))
+        if self.owned:
+            self.make = _env_factory(env, env_kwargs)
+            self.envs: list[gym.Env] = [self.make()]
+            return
+        if not env or not all(isinstance(e, gym.Env) for e in env):
+            raise TypeError("a list of envs must hold gymnasium.Env instances (one per slot)")
+        if len({id(e.unwrapped) for e in env}) != len(env):
+            raise ValueError("the list of envs holds the same env twice; each slot needs its own")
+        if env_kwargs:
+            raise ValueError("env_kwargs only apply to an env id or factory, not to instances")
+        self.envs = list(env)
+
+    @property
+    def first(self) -> gym.Env:
+        return self.envs[0]
+
+    def slots(self, max_concurrency: int, jobs: int) -> int:
+        limit = max_concurrency if self.owned else min(max_concurrency, len(self.envs))
+        return max(1, min(limit, jobs))
+
+    def get(self, slot: int) -> gym.Env:
+        while slot >= len(self.envs):  # slots are taken in order, so this makes one env
+            self.envs.append(self.make())
+        return self.envs[slot]
+
+    async def close(self) -> None:
+        if not self.owned:
+            for e in self.envs:  # leave them reusable: only end open episodes' sessions
+                await _close_sessions(e)
+            return
+        for e in self.envs:
+            await _close_sessions(e)
+            try:
+                e.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                pass
 
 
-# ---------------------------------------------------------------------- inputs
+async def _close_sessions(env: gym.Env) -> None:
+    try:
+        await env.unwrapped.aclose()
+    except Exception:  # noqa: BLE001 - closing must not hide the run's result
+        pass
+
+
 def _env_factory(env: EnvSpec, env_kwargs: dict[str, Any] | None) -> Callable[[], gym.Env]:
     if isinstance(env, str):
         from tir_envs.registry import make
         kwargs = dict(env_kwargs or {})
         return lambda: make(env, **kwargs)
     if isinstance(env, gym.Env):
-        raise TypeError("env must be an env id or a factory returning a new env (each concurrent "
-                        "episode needs its own env); pass e.g. lambda: MyEnv(...), not an instance")
+        raise TypeError("env must be an env id, a factory returning a new env, or a list of env "
+                        "instances (one per concurrent slot); a single instance cannot serve "
+                        "concurrent episodes: pass e.g. lambda: MyEnv(...) or [env]")
     if callable(env):
         if env_kwargs:
             return lambda: env(**env_kwargs)
         return env
-    raise TypeError(f"env must be an env id such as 'tir/MathCode-v0' or a factory; got "
-                    f"{type(env).__name__}")
+    raise TypeError(f"env must be an env id such as 'tir/MathCode-v0', a factory, or a list of "
+                    f"envs; got {type(env).__name__}")
+
+
+# ---------------------------------------------------------------------- inputs
 
 
 def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list[dict[str, Any]]:
@@ -340,27 +384,25 @@ async def acollect(env: EnvSpec, policy: Policy, tasks: Sequence[Any] | int | No
     if not callable(getattr(policy, "generate", None)):
         raise TypeError(f"policy must have an async generate(prompt_ids, stop, sampling); got "
                         f"{type(policy).__name__}")
-    make_env = _env_factory(env, env_kwargs)
-    envs = [make_env()]
+    pool = _EnvPool(env, env_kwargs)
     try:
-        options = _task_options(tasks, envs[0])
+        options = _task_options(tasks, pool.first)
         jobs = [_Job(i, i // samples_per_task, i % samples_per_task,
                      options[i // samples_per_task], None if seed is None else seed + i)
                 for i in range(len(options) * samples_per_task)]
-        return await _collect(jobs, envs, make_env, policy, sampling or SamplingParams(),
+        return await _collect(jobs, pool, policy, sampling or SamplingParams(),
                               episode_timeout_s, out, progress, mode, max_concurrency,
                               on_trajectory, samples_per_task, env)
     finally:
-        for e in envs:
-            await _close_env(e)
+        await pool.close()
 
 
-async def _collect(jobs, envs, make_env, policy, sampling, timeout_s, out, progress, mode,
+async def _collect(jobs, pool, policy, sampling, timeout_s, out, progress, mode,
                    max_concurrency, on_trajectory, samples_per_task, env_spec) -> Rollouts:
     from tqdm.auto import tqdm
 
     stats = RolloutStats(total=len(jobs))
-    name = env_spec if isinstance(env_spec, str) else getattr(envs[0].unwrapped, "env_id", "env")
+    name = env_spec if isinstance(env_spec, str) else getattr(pool.first.unwrapped, "env_id", "env")
     bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
                disable=not progress, dynamic_ncols=True)
     sink, owned = _open_sink(out)
@@ -377,7 +419,7 @@ async def _collect(jobs, envs, make_env, policy, sampling, timeout_s, out, progr
     run = _Run(policy, sampling, timeout_s, stats, on_done, max_concurrency)
     schedule = _run_async if mode == "async" else _run_sync
     try:
-        results = await schedule(jobs, envs, make_env, run)
+        results = await schedule(jobs, pool, run)
     finally:
         bar.close()
         if owned:
@@ -397,17 +439,6 @@ def _open_sink(out: str | Path | IO[str] | None) -> tuple[IO[str] | None, bool]:
     return open(path, "w", encoding="utf-8"), True
 
 
-async def _close_env(env: gym.Env) -> None:
-    try:
-        await env.unwrapped.aclose()
-    except Exception:  # noqa: BLE001 - closing must not hide the run's result
-        pass
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001
-        pass
-
-
 def collect(env: EnvSpec, policy: Policy, tasks: Sequence[Any] | int | None = None, *,
             samples_per_task: int = 1, max_concurrency: int = 32,
             sampling: SamplingParams | None = None, episode_timeout_s: float | None = None,
@@ -418,7 +449,9 @@ def collect(env: EnvSpec, policy: Policy, tasks: Sequence[Any] | int | None = No
 
     Args:
       env: an env id (``"tir/MathCode-v0"``, created with ``tir_envs.make(id, **env_kwargs)``)
-        or a factory returning a new env.  One env is made per concurrent slot and reused.
+        or a factory returning a new env: one env is made per concurrent slot, reused across
+        its episodes, and closed at the end.  Or a list of env instances, one per slot (at most
+        ``len(env)`` episodes run at once), reused and left open for the next call.
       policy: anything with ``async generate(prompt_ids, stop, sampling) -> Generation``
         (``tir_envs.rollout``: ``HFPolicy``, ``VLLMPolicy``, ``OpenAIPolicy``, ``ScriptedPolicy``).
       tasks: a list of tasks (``Task``, dicts with ``question``/``answer``, or strings), an int N
