@@ -46,9 +46,12 @@ def recall(tasks, results) -> dict[str, float]:
     return out
 
 
-def measure(retriever, queries: list[str], warmup: int = 300) -> dict:
-    retriever.batch_search(queries, K)  # warm up: the JVM's JIT needs a few thousand queries
-    for q in queries[:warmup]:
+def measure(retriever, queries: list[str], warmup_passes: int = 4) -> dict:
+    """Steady-state figures: the JVM's JIT needs a few thousand queries before Lucene runs at
+    full speed (as it will in any training run), so every backend is warmed up alike."""
+    for _ in range(warmup_passes):
+        retriever.batch_search(queries, K)
+    for q in queries[:500]:
         retriever.search(q, K)
     t = time.perf_counter()
     for q in queries:
