@@ -76,7 +76,8 @@ class SearchEnv(TIREnv):
                          max_calls_per_turn=max_calls_per_turn, **kwargs)
 
     def user_message(self, task: Task) -> str:
-        return self.prompt_template.format(question=search_r1_question(task.question))
+        # replace, not str.format: a template may hold other braces (JSON examples)
+        return self.prompt_template.replace("{question}", search_r1_question(task.question))
 
     def build_messages(self, task: Task) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
