@@ -13,6 +13,7 @@ from tests.fixtures.tiny import tiny_qwen2, tiny_tokenizer  # noqa: E402
 from tir_envs.rollout.engine import collect  # noqa: E402
 from tir_envs.rollout.hf import HFPolicy  # noqa: E402
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
+from tir_envs.rollout.scripted import ScriptedPolicy  # noqa: E402
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
@@ -132,3 +133,47 @@ def test_collect_with_the_hf_policy_yields_a_trainer_ready_ledger(tok, model):
         for i, (tid, m, stored) in enumerate(zip(t.token_ids, t.loss_mask, t.logprobs)):
             if m:
                 assert stored == pytest.approx(lp[p + i - 1, tid].item(), abs=1e-3)
+
+
+def memorize(model, trajectory, steps: int = 300, lr: float = 1e-2) -> None:
+    """Teach ``model`` to write the policy spans of ``trajectory`` (teacher forcing, loss on
+    the loss mask only) until greedy decoding reproduces every one of them, so it then drives
+    a real multi-turn episode."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    ids = torch.tensor([trajectory.input_ids])
+    mask = torch.tensor([0] * len(trajectory.prompt_ids) + trajectory.loss_mask)[1:].bool()
+    model.train()
+    for _ in range(steps):
+        logits = model(ids).logits[0, :-1]
+        if bool((logits.argmax(-1) == ids[0, 1:])[mask].all()):
+            break
+        loss = torch.nn.functional.cross_entropy(logits[mask], ids[0, 1:][mask])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+
+def test_a_trained_model_calls_the_tool_and_its_ledger_matches_the_script(tok, model):
+    """Multi-turn through a real env: the model (trained in the test to use the tool) stops at
+    the stop string, the env runs the call and appends the observation, the model answers.
+    The ledger equals the scripted one token for token, and every policy token's logprob is
+    the model's own in a teacher-forced pass (observation tokens in between included)."""
+    env = lambda: LookupEnv(tokenizer=tok, max_total_tokens=200)  # noqa: E731
+    task = {"id": "t", "question": "What is the sum?", "answer": "42"}
+    script = ["<search>paris</search>", "<answer>42</answer><|im_end|>"]
+    reference = collect(env, ScriptedPolicy(script, tok), [task], progress=False)[0]
+    memorize(model, reference)
+    policy = HFPolicy(model, tok)
+    out = collect(env, policy, [task], samples_per_task=2, progress=False,
+                  sampling=SamplingParams(max_tokens=24, temperature=0.0))
+    for t in out:
+        assert t.token_ids == reference.token_ids and t.loss_mask == reference.loss_mask
+        assert t.reward == 1.0 and t.num_tool_calls == 1
+        assert t.metadata["finish_reasons"] == ["stop", "stop"]
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([t.input_ids])).logits[0].float(), -1)
+        p = len(t.prompt_ids)
+        policy_lp = [(t.logprobs[i], lp[p + i - 1, t.token_ids[i]].item())
+                     for i, m in enumerate(t.loss_mask) if m]
+        assert [a for a, _ in policy_lp] == pytest.approx([b for _, b in policy_lp], abs=1e-3)
