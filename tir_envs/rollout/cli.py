@@ -20,9 +20,11 @@ from typing import Any
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("rollout", help="run episodes against a policy, write JSONL",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", required=True, help="env id, e.g. tir/MathCode-v0")
-    p.add_argument("--policy", required=True, help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+    p.add_argument("--policy", required=True,
+                   help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
     p.add_argument("--out", required=True, help="JSONL file the trajectories stream to")
     p.add_argument("--model", help="served model name (openai policy)")
     p.add_argument("--api-key", help="bearer token for the openai policy")
@@ -33,7 +35,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=1, help="episodes per task (GRPO group size)")
     p.add_argument("--concurrency", type=int, default=32, help="episodes in flight")
     p.add_argument("--mode", choices=["async", "sync"], default="async")
-    p.add_argument("--max-tokens", type=int, default=1024, help="per turn (further capped by the env)")
+    p.add_argument("--max-tokens", type=int, default=1024,
+                   help="per turn (further capped by the env)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=-1)

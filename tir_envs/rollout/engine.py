@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections import deque
@@ -366,7 +365,8 @@ def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: 
     if not isinstance(max_concurrency, int) or max_concurrency < 1:
         raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
     if episode_timeout_s is not None and not episode_timeout_s > 0:
-        raise ValueError(f"episode_timeout_s must be > 0 seconds or None, got {episode_timeout_s!r}")
+        raise ValueError(f"episode_timeout_s must be > 0 seconds or None, "
+                         f"got {episode_timeout_s!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
@@ -402,7 +402,8 @@ async def _collect(jobs, pool, policy, sampling, timeout_s, out, progress, mode,
     from tqdm.auto import tqdm
 
     stats = RolloutStats(total=len(jobs))
-    name = env_spec if isinstance(env_spec, str) else getattr(pool.first.unwrapped, "env_id", "env")
+    name = env_spec if isinstance(env_spec, str) else \
+        getattr(pool.first.unwrapped, "env_id", "env")
     bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
                disable=not progress, dynamic_ncols=True)
     sink, owned = _open_sink(out)

@@ -149,7 +149,8 @@ class OpenAIPolicy:
             return Generation(ids, logprobs, finish, stop_reason, text=self.codec.decode(ids))
         text = choice.get("text")
         if not isinstance(text, str):
-            raise ServerError(f"completion choice has neither token ids nor text: {str(choice)[:300]}")
+            raise ServerError("completion choice has neither token ids nor text: "
+                              f"{str(choice)[:300]}")
         if finish == "stop":
             matched = stop_reason or (stop[0] if len(stop) == 1 else None)
             if matched and not text.endswith(matched):
