@@ -2,7 +2,12 @@
 
 Every backend (vLLM, transformers, an OpenAI-compatible server, a scripted replay) implements
 ``generate``.  Stop strings are kept in the returned tokens, so the env sees exactly what the
-policy wrote, and ``logprobs`` are the sampler's log-probabilities of those tokens.
+policy wrote, and ``logprobs`` are the sampler's log-probabilities of those tokens: under
+``softmax(logits / temperature)``, top-p/top-k not folded in, what a trainer recomputes.
+
+``prompt_ids`` is the whole context (prompt and episode so far).  A backend may also define
+``async aclose()``, releasing what it bound to the running event loop (an HTTP session); the
+policy must stay usable afterwards.  ``collect`` calls it when its loop ends.
 """
 
 from __future__ import annotations
