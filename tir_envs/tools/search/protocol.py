@@ -1,12 +1,13 @@
 """The Search-R1 interaction protocol: prompt, action tags, and what the env writes back.
 
-Facts of Search-R1 (Jin et al., 2025; github.com/PeterGriffinJin/Search-R1) that a model trained
-with it depends on, kept verbatim as data:
-  * the user prompt (``SEARCH_R1_TEMPLATE``; questions get a trailing ``?`` if they lack one);
+Facts of Search-R1 (Jin et al., 2025) that a model trained with it depends on:
+  * a user prompt naming the tags (``SEARCH_R1_TEMPLATE``, in our own words; questions get a
+    trailing ``?`` if they lack one);
   * an action is decided by its *first* ``<search>…</search>`` or ``<answer>…</answer>``;
   * search results come back as ``\\n\\n<information>…</information>\\n\\n`` right after the
     action, inside the same assistant turn (no chat-template glue);
-  * an action with neither tag gets ``INVALID_ACTION_NOTICE`` and the episode goes on.
+  * an action with neither tag gets a corrective notice (``INVALID_ACTION_NOTICE``) and the
+    episode goes on.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ from typing import Sequence
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
 
+# Our own wording of the Search-R1 protocol: the same tags, order and answer format a model
+# trained in that setting expects.  Pass ``prompt_template=`` to SearchEnv to use another text.
 SEARCH_R1_TEMPLATE = (
-    "Answer the given question. You must conduct reasoning inside <think> and </think> first "
-    "every time you get new information. After reasoning, if you find you lack some knowledge, "
-    "you can call a search engine by <search> query </search> and it will return the top "
-    "searched results between <information> and </information>. You can search as many times "
-    "as your want. If you find no further external knowledge needed, you can directly provide "
-    "the answer inside <answer> and </answer>, without detailed illustrations. For example, "
-    "<answer> Beijing </answer>. Question: {question}\n"
+    "Answer the question below. Think inside <think> and </think> each time you receive new "
+    "information. When you are missing a fact, search for it by writing <search> your query "
+    "</search>; the best matching passages will be returned between <information> and "
+    "</information>. You may search several times. Once you know enough, give only the final "
+    "answer inside <answer> and </answer>, without explanation, e.g. <answer> Paris </answer>. "
+    "Question: {question}\n"
 )
 
 INVALID_ACTION_NOTICE = (
-    "\nMy previous action is invalid. If I want to search, I should put the query between "
-    "<search> and </search>. If I want to give the final answer, I should put the answer "
-    "between <answer> and </answer>. Let me try again.\n"
+    "\nThat action was not valid. To search, I must write the query inside <search> and "
+    "</search>. To answer, I must write the answer inside <answer> and </answer>. "
+    "I will try again.\n"
 )
 
 INVALID_ACTION = "invalid action: no <search>…</search> or <answer>…</answer>"
