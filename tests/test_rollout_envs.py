@@ -49,15 +49,15 @@ def _sql_case(qwen_tok):
 
 
 def _math_case(qwen_tok):
-    pytest.importorskip("tir_envs.tools.python",
-                        reason="the Python sandbox (tir_envs.tools.python) has not landed yet")
+    need_sandbox()
     return {
         "env_kwargs": {"tokenizer": qwen_tok},
         "tasks": [{"id": "sum", "question": "What is 1 + 2 + ... + 10?", "answer": "55"},
                   {"id": "sq", "question": "What is 12 squared?", "answer": "144"}],
-        "script": ["Let me compute.\n```python\nprint(sum(range(1, 11)))\n```\n",
+        # ToRL (the default recipe): the action stops at ```output, the env runs the block
+        "script": ["Let me compute.\n```python\nprint(sum(range(1, 11)))\n```\n```output",
                    "So the answer is \\boxed{55}.<|im_end|>"],
-        "rewards": None,  # recipe-specific values; checked by sign below
+        "rewards": [1.0, 1.0, -1.0, -1.0],  # ToRL's +1 / -1
         "observation": "55",
     }
 
@@ -78,11 +78,7 @@ def test_scripted_policy_through_env(env_id, mode, qwen_tok):
                   mode=mode, env_kwargs=case["env_kwargs"], progress=False)
     assert len(out) == 4 and [len(g) for g in out.groups()] == [2, 2]
     assert not any(t.infra_failed for t in out), [t.metadata.get("failure") for t in out]
-    rewards = [t.reward for t in out]
-    if case["rewards"] is not None:
-        assert rewards == case["rewards"]
-    else:
-        assert rewards[0] > rewards[2]  # the right answer beats the wrong one
+    assert [t.reward for t in out] == case["rewards"]
     for t in out:
         assert t.env_id == env_id and t.num_tool_calls == 1
         _check_ledger(t, qwen_tok, policy)
@@ -101,3 +97,10 @@ def _check_ledger(t: Trajectory, tok, policy: ScriptedPolicy) -> None:
     assert all(lp == -0.5 for lp, m in zip(t.logprobs, t.loss_mask) if m)
     first = tok.decode(t.token_ids[slice(*spans[0])])
     assert policy.script[0].startswith(first) or first.startswith(policy.script[0])
+
+
+def need_sandbox() -> None:
+    try:
+        from tir_envs.tools.python import PythonTool  # noqa: F401
+    except ImportError:
+        pytest.skip("the Python sandbox (tir_envs.tools.python.PythonTool) has not landed yet")

@@ -18,6 +18,16 @@ from tir_envs.rollout.scripted import ScriptedPolicy  # noqa: E402
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread; on a shared 2-core machine torch's default
+    intra-op threads make them tens of times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tok():
     return tiny_tokenizer()
@@ -177,3 +187,37 @@ def test_a_trained_model_calls_the_tool_and_its_ledger_matches_the_script(tok, m
         policy_lp = [(t.logprobs[i], lp[p + i - 1, t.token_ids[i]].item())
                      for i, m in enumerate(t.loss_mask) if m]
         assert [a for a, _ in policy_lp] == pytest.approx([b for _, b in policy_lp], abs=1e-3)
+
+
+def test_trained_model_through_the_real_math_env_and_sandbox(tok, model):
+    """tir/MathCode-v0 (ToRL recipe) with the local Python sandbox: the model writes a code
+    block, generation stops at ```output, the sandbox runs the code, the model reads the
+    output and answers in \\boxed{}; the grader scores it."""
+    need_sandbox()
+    from tir_envs.envs.mathcode import MathCodeEnv
+
+    task = {"id": "sum", "question": "What is 1 + 2 + ... + 10?", "answer": "55"}
+    script = ["Let me compute.\n```python\nprint(sum(range(1, 11)))\n```\n```output",
+              "The answer is \\boxed{55}.<|im_end|>"]
+    envs = [MathCodeEnv(tokenizer=tok, tasks=[task], max_total_tokens=400) for _ in range(2)]
+    try:
+        reference = collect(envs, ScriptedPolicy(script, tok), [task], progress=False)[0]
+        assert reference.reward == 1.0 and "55" in tok.decode(
+            reference.token_ids[slice(*reference.turns[0].observation_span)])
+        memorize(model, reference)
+        out = collect(envs, HFPolicy(model, tok), [task], samples_per_task=2, progress=False,
+                      sampling=SamplingParams(max_tokens=48, temperature=0.0))
+    finally:
+        for e in envs:
+            e.close()
+    for t in out:
+        assert t.token_ids == reference.token_ids and t.loss_mask == reference.loss_mask
+        assert t.reward == 1.0 and t.num_tool_calls == 1 and t.turns[0].status == "ok"
+        assert t.has_logprobs and not t.infra_failed
+
+
+def need_sandbox() -> None:
+    try:
+        from tir_envs.tools.python import PythonTool  # noqa: F401
+    except ImportError:
+        pytest.skip("the Python sandbox (tir_envs.tools.python.PythonTool) has not landed yet")
