@@ -1,0 +1,17 @@
+"""The Python code tool and its sandboxes (see docs/sandbox.md).
+
+``PythonTool`` runs the model's code in one persistent, isolated interpreter per episode.
+Backends: the local pool of pre-forked interpreters (default), E2B (``e2b`` extra) and Ray
+actors (``ray`` extra).
+"""
+
+from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable, make_backend
+from tir_envs.tools.python.execution import Execution
+from tir_envs.tools.python.limits import Limits
+from tir_envs.tools.python.local import LocalBackend
+from tir_envs.tools.python.pool import PoolConfig, SandboxPool, get_pool, shutdown_pools
+from tir_envs.tools.python.tool import PythonSession, PythonTool
+
+__all__ = ["Execution", "Limits", "LocalBackend", "PoolConfig", "PythonSession", "PythonTool",
+           "SandboxBackend", "SandboxPool", "SandboxUnavailable", "get_pool", "make_backend",
+           "shutdown_pools"]

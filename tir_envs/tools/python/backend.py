@@ -1,0 +1,63 @@
+"""What a Python sandbox backend provides to ``PythonTool`` (local pool, E2B, Ray).
+
+A backend opens *handles* (one interpreter each), runs code in them and closes them.  It
+reports everything the code did as an ``Execution``; it raises only ``SandboxUnavailable``
+from ``open`` when no interpreter can be had (the tool turns that into ``infra_error``).
+Restarting after a lost interpreter is the tool's job, so every backend behaves the same.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from tir_envs.tools.python.execution import Execution
+from tir_envs.tools.python.limits import Limits
+from tir_envs.tools.python.pool import SandboxUnavailable
+
+__all__ = ["SandboxBackend", "SandboxUnavailable", "make_backend"]
+
+
+class SandboxBackend(abc.ABC):
+    """Interface of a sandbox backend.  Implementations must be usable from any event loop."""
+
+    name = "backend"
+
+    @abc.abstractmethod
+    async def open(self, limits: Limits) -> Any:
+        """A new interpreter handle (raise ``SandboxUnavailable`` if none can be started)."""
+
+    @abc.abstractmethod
+    async def run(self, handle: Any, code: str, limits: Limits) -> Execution:
+        """Run one cell; never raises for anything the code did."""
+
+    @abc.abstractmethod
+    async def close(self, handle: Any) -> None:
+        """End the interpreter and everything it started; never raises."""
+
+    def describe(self) -> dict:
+        """What the backend is and guarantees (shown in result metadata and logs)."""
+        return {"backend": self.name}
+
+    def shutdown(self) -> None:
+        """Release process-wide resources; idempotent."""
+
+
+def make_backend(spec: Any, **options: Any) -> SandboxBackend:
+    """``"local"`` / ``"e2b"`` / ``"ray"`` (with ``options``), or a ready backend object."""
+    if isinstance(spec, SandboxBackend):
+        if options:
+            raise ValueError(f"backend options {sorted(options)} only apply when backend is a "
+                             "name; configure the backend object instead")
+        return spec
+    if spec == "local":
+        from tir_envs.tools.python.local import LocalBackend
+        return LocalBackend(**options)
+    if spec == "e2b":
+        from tir_envs.tools.python.e2b import E2BBackend
+        return E2BBackend(**options)
+    if spec == "ray":
+        from tir_envs.tools.python.ray_backend import RayBackend
+        return RayBackend(**options)
+    raise ValueError(f"backend must be 'local', 'e2b', 'ray' or a SandboxBackend instance, "
+                     f"got {spec!r}")

@@ -1,0 +1,167 @@
+"""How the fork server is started: the isolation modes, their command lines and environment.
+
+Three modes, strongest first (``isolation="auto"`` takes the first that passes its self-test):
+
+* ``bwrap``: bubblewrap runs the fork server in an allow-list filesystem (read-only ``/usr``,
+  the Python installation and nothing else: no ``/etc``, no home, no project) with its own
+  pid/net/IPC/UTS namespaces; every session adds its own user, mount, pid and network
+  namespace below that (see ``sandbox/zygote.py``).
+* ``unshare``: the same filesystem view and session namespaces, set up by the fork server
+  itself with ``unshare(2)`` + ``pivot_root(2)``; needs root or unprivileged user namespaces.
+* ``rlimits``: no namespaces at all (containers that forbid them): resource limits, a private
+  temporary working directory, a hard kill of the session's process tree.  Not a security
+  boundary: the host filesystem is readable and the network reachable.
+
+When the host runs as root, the fork server drops to ``nobody`` (65534) so that the process
+limit holds (the kernel exempts uid 0 from ``RLIMIT_NPROC``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODES = ("bwrap", "unshare", "rlimits")
+NOBODY = 65534
+SANDBOX_DIR = Path(__file__).resolve().parent / "sandbox"
+BWRAP_PKG_ROOT = "/opt/tir-sandbox"
+DEFAULT_PRELOAD = (
+    "math", "cmath", "fractions", "decimal", "itertools", "functools", "collections",
+    "statistics", "random", "re", "string", "heapq", "bisect", "operator", "numbers", "json",
+    "time", "datetime", "typing", "copy", "subprocess", "numpy", "sympy", "mpmath", "scipy",
+)
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+_BOOT = ("import sys; sys.path.insert(0, {root!r}); from sandbox.zygote import main; "
+         "sys.path.pop(0); main()")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one fork server: argv, environment and JSON config."""
+
+    mode: str
+    argv: list[str]
+    env: dict[str, str]
+    config: dict = field(default_factory=dict)
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def python_dirs(python: str = sys.executable) -> list[str]:
+    """Directories the interpreter needs: its prefixes and ``sysconfig`` library paths."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    cfg = sysconfig.get_paths()
+    paths.update(cfg[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in cfg)
+    paths.add(os.path.dirname(os.path.realpath(python)))
+    return [p for p in paths if p and os.path.isdir(p)]
+
+
+def _dedupe(paths: list[str]) -> list[str]:
+    """Drop paths already covered by an ancestor in the list; keep order short → long."""
+    out: list[str] = []
+    for p in sorted({os.path.normpath(p) for p in paths}, key=lambda s: (s.count("/"), s)):
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def allowed_paths(extra: tuple[str, ...] = ()) -> list[str]:
+    """The read-only allow-list of the sandbox filesystem."""
+    system = [d for d in _SYSTEM_DIRS if os.path.lexists(d)]
+    links = [d for d in system if os.path.islink(d)]
+    rest = _dedupe([d for d in system if d not in links] + python_dirs() + list(extra))
+    return links + rest
+
+
+def world_readable(path: str) -> bool:
+    """Whether ``nobody`` can reach and read ``path`` (every ancestor o+x, itself o+r)."""
+    p = Path(path).resolve()
+    for anc in [*reversed(p.parents), p]:
+        try:
+            mode = anc.stat().st_mode
+        except OSError:
+            return False
+        if not mode & stat.S_IXOTH:
+            return False
+    return bool(p.stat().st_mode & stat.S_IROTH)
+
+
+def sandbox_env() -> dict[str, str]:
+    """A clean environment: no secrets from the host, one BLAS thread, a UTF-8 locale."""
+    bin_dir = os.path.join(sys.prefix, "bin")
+    return {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _new_root_mountpoint(binds: list[str]) -> str:
+    """An existing directory that no bind lives under, to build the new root on."""
+    for cand in ("/mnt", "/media", "/srv", "/opt", "/tmp", "/var/tmp"):
+        if os.path.isdir(cand) and not os.path.islink(cand) and not any(
+                b == cand or b.startswith(cand + "/") for b in binds):
+            return cand
+    raise RuntimeError("no free directory to build the sandbox root on")
+
+
+def _bwrap_args(binds: list[str], privileged: bool) -> list[str]:
+    args = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args += (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if privileged
+             else ["--unshare-user"])
+    made: set[str] = set()
+    for path in binds:
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            args += ["--symlink", os.readlink(path), path]
+            continue
+        for anc in reversed(Path(path).parents):
+            a = str(anc)
+            if a != "/" and a not in made and not any(a == b or a.startswith(b + "/")
+                                                      for b in binds if b != path):
+                args += ["--perms", "0755", "--dir", a]
+                made.add(a)
+        args += ["--ro-bind", path, path]
+    args += ["--dev", "/dev", "--bind", "/proc", "/proc", "--tmpfs", "/tmp",
+             "--perms", "0755", "--dir", BWRAP_PKG_ROOT,
+             "--ro-bind", str(SANDBOX_DIR), f"{BWRAP_PKG_ROOT}/sandbox", "--clearenv"]
+    for k, v in sandbox_env().items():
+        args += ["--setenv", k, v]
+    return args + ["--chdir", "/", "--"]
+
+
+def launch_spec(mode: str, ctrl_fd: int, preload: tuple[str, ...], disk_mb: int,
+                extra_binds: tuple[str, ...] = (), ready_timeout_s: float = 30.0) -> LaunchSpec:
+    """The command line that starts a fork server in ``mode`` with control socket ``ctrl_fd``."""
+    if mode not in MODES:
+        raise ValueError(f"isolation must be one of {MODES} or 'auto', got {mode!r}")
+    root = os.geteuid() == 0
+    binds = allowed_paths(extra_binds)
+    config = {"isolation": mode, "ctrl_fd": ctrl_fd, "preload": list(preload),
+              "disk_mb": int(disk_mb), "parent_pid": os.getpid(), "drop_uid": None,
+              "drop_gid": None, "ready_timeout_s": ready_timeout_s}
+    needs_drop = root and (mode != "rlimits" or world_readable(os.path.realpath(sys.executable)))
+    if needs_drop:
+        config["drop_uid"] = config["drop_gid"] = NOBODY
+    python = [sys.executable, "-I", "-B", "-c"]
+    if mode == "bwrap":
+        if bwrap_path() is None:
+            raise RuntimeError("bubblewrap (bwrap) is not installed")
+        argv = _bwrap_args(binds, privileged=root) + python + [
+            _BOOT.format(root=BWRAP_PKG_ROOT)]
+    else:
+        argv = python + [_BOOT.format(root=str(SANDBOX_DIR.parent))]
+        if mode == "unshare":
+            config.update(binds=binds, devices=[d for d in _DEVICES if os.path.exists(d)],
+                          new_root=_new_root_mountpoint(binds))
+    return LaunchSpec(mode, argv + [json.dumps(config)], sandbox_env(), config)

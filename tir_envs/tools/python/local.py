@@ -1,0 +1,114 @@
+"""The default backend: the local pool of pre-forked, isolated interpreters (``pool.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.python.backend import SandboxBackend
+from tir_envs.tools.python.execution import Execution
+from tir_envs.tools.python.limits import Limits
+from tir_envs.tools.python.pool import PoolConfig, SandboxPool, SessionHandle, get_pool
+
+_SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 15: "SIGTERM",
+            24: "SIGXCPU", 25: "SIGXFSZ", 8: "SIGFPE", 4: "SIGILL", 2: "SIGINT"}
+_KINDS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "timeout": ToolStatus.TIMEOUT,
+          "cpu": ToolStatus.KILLED, "memory": ToolStatus.KILLED}
+
+
+def timeout_message(timeout_s: float) -> str:
+    return f"TimeoutError: the code ran longer than the {timeout_s:g} s time limit and was stopped."
+
+
+def _death_message(reply: dict) -> str:
+    sig, code = reply.get("signal"), reply.get("code")
+    if sig:
+        name = _SIGNALS.get(sig, f"signal {sig}")
+        why = {"SIGKILL": " (a resource limit, or the code killed itself)",
+               "SIGXCPU": " (the CPU time limit)", "SIGSEGV": " (a crash in native code)"}
+        return f"Killed: the interpreter was terminated by {name}{why.get(name, '')}."
+    if code is not None:
+        return f"Killed: the interpreter process exited with code {code}."
+    return "Killed: the interpreter process died."
+
+
+def execution_from_reply(reply: dict, limits: Limits) -> Execution:
+    """Turn a pool reply (the interpreter's own, or one the pool made up) into an Execution."""
+    kind = reply.get("kind")
+    details = {k: reply[k] for k in ("cpu_s", "signal", "code") if reply.get(k) is not None}
+    if kind in _KINDS:
+        exe = Execution(_KINDS[kind], stdout=reply.get("stdout") or "",
+                        stderr=reply.get("stderr") or "", value=reply.get("value"),
+                        error=reply.get("error"), error_last_line=reply.get("error_last_line"),
+                        truncated=bool(reply.get("truncated")),
+                        duration_s=float(reply.get("duration_s") or 0.0), details=details)
+        if kind == "timeout":
+            message = timeout_message(limits.timeout_s)
+            trace = (exe.error or "").rsplit("\n", 1)[0] if exe.error else ""
+            exe.error = f"{trace}\n{message}" if trace.startswith("Traceback") else message
+            exe.error_last_line = message
+        return exe
+    if kind == "timeout":  # killed after the grace period: no traceback, state gone
+        return Execution.failure(ToolStatus.TIMEOUT, timeout_message(limits.timeout_s),
+                                 lost_state=True)
+    if kind == "killed":
+        if reply.get("timed_out"):
+            return Execution.failure(ToolStatus.TIMEOUT, timeout_message(limits.timeout_s),
+                                     lost_state=True, **details)
+        return Execution.failure(ToolStatus.KILLED, _death_message(reply), lost_state=True,
+                                 **details)
+    if kind == "protocol":
+        return Execution.failure(ToolStatus.KILLED, "Killed: the interpreter sent a malformed "
+                                 "reply (the code tampered with the sandbox).", lost_state=True)
+    return Execution.failure(ToolStatus.INFRA_ERROR,
+                             f"Error: the Python sandbox failed ({reply.get('error')}). "
+                             "This is not your fault.", lost_state=True)
+
+
+class LocalBackend(SandboxBackend):
+    """Sessions from the process-wide local pool for these settings (see ``PoolConfig``).
+
+    Every ``LocalBackend`` with equal settings shares one pool, so many envs (and threads,
+    and event loops) share one fork server and one set of warm spares.
+    """
+
+    name = "local"
+
+    def __init__(self, isolation: str = "auto", spares: int | None = None,
+                 max_sessions: int = 1024, preload: tuple[str, ...] | None = None,
+                 disk_mb: int = 64, interrupt_grace_s: float = 0.5, **pool_options: Any):
+        kwargs = dict(isolation=isolation, spares=spares, max_sessions=max_sessions,
+                      disk_mb=disk_mb, interrupt_grace_s=interrupt_grace_s, **pool_options)
+        if preload is not None:
+            kwargs["preload"] = tuple(preload)
+        self.config = PoolConfig(**kwargs)
+
+    @property
+    def pool(self) -> SandboxPool:
+        return get_pool(self.config)
+
+    async def open(self, limits: Limits) -> SessionHandle:
+        return await asyncio.wrap_future(self.pool.open_session())
+
+    async def run(self, handle: SessionHandle, code: str, limits: Limits) -> Execution:
+        fut = self.pool.run(handle, code, limits.process_limits(), limits.timeout_s,
+                            limits.max_output_chars)
+        try:
+            reply = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            self.pool.abandon(handle, fut)
+            raise
+        exe = execution_from_reply(reply, limits)
+        exe.details["isolation"] = handle.zygote.mode
+        return exe
+
+    async def close(self, handle: SessionHandle) -> None:
+        await asyncio.wrap_future(self.pool.close_session(handle))
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "isolation": self.config.isolation}
+
+    def shutdown(self) -> None:
+        """Stop this configuration's pool (other configurations keep theirs)."""
+        self.pool.shutdown()

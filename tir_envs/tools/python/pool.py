@@ -1,0 +1,829 @@
+"""The local sandbox pool: a fork server, warm spare sessions, and every session's life cycle.
+
+One pool per configuration per process (``get_pool``), shared by every env and thread.  It
+starts lazily on the first ``open_session``, keeps ``spares`` interpreters forked and ready so
+that opening a session costs nothing, and shuts down at interpreter exit.
+
+All state lives on the reactor thread (``reactor.py``); the public methods only hand work to it
+and return ``concurrent.futures.Future`` objects.  Every future is resolved by a timer if
+nothing else resolves it, so a caller never waits forever: a run by its timeout plus the grace
+period, an open by ``open_timeout_s``, a close after a few seconds.  A run's future always gets
+a reply dict (never an exception): the interpreter's own reply, or one made up here with
+``kind`` ``timeout`` / ``killed`` / ``protocol`` / ``infra``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import concurrent.futures as cf
+import itertools
+import json
+import logging
+import os
+import resource
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tir_envs.tools.python import launcher
+from tir_envs.tools.python.reactor import Reactor, get_reactor
+from tir_envs.tools.python.sandbox import protocol
+
+log = logging.getLogger("tir_envs.sandbox")
+MAX_REPLY = 16 * 1024 * 1024
+MAX_INFLIGHT_SPAWNS = 8
+EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
+CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
+UNRESPONSIVE_S = 30.0    # a session ended this long ago and never reported gone: fork server hung
+START_FAILURES_BEFORE_BACKOFF = 3
+BACKOFF_S = 10.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """No session could be started (fork server down, limits reached): infrastructure."""
+
+
+def default_spares() -> int:
+    """Warm interpreters kept ready: 4 per CPU, at most 32 (each costs a few MB)."""
+    return min(32, 4 * (os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """Pool-wide settings (per-session limits travel with each session instead).
+
+    * ``isolation``: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``rlimits``.
+    * ``spares``: interpreters kept forked and ready (default ``default_spares()``).
+    * ``max_sessions``: sessions alive at once (spares included); ``open_session`` waits for
+      a free slot up to ``open_timeout_s``.
+    * ``preload``: modules imported once in the fork server.
+    * ``disk_mb``: size of each session's private ``/tmp``.
+    * ``interrupt_grace_s``: after a timeout, how long an interrupted cell may take to stop
+      before the session is killed.
+    """
+
+    isolation: str = "auto"
+    spares: int | None = None
+    max_sessions: int = 1024
+    preload: tuple[str, ...] = launcher.DEFAULT_PRELOAD
+    disk_mb: int = 64
+    extra_binds: tuple[str, ...] = ()
+    interrupt_grace_s: float = 0.5
+    start_timeout_s: float = 180.0
+    ready_timeout_s: float = 60.0
+    open_timeout_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ("auto", *launcher.MODES):
+            raise ValueError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'rlimits', "
+                             f"got {self.isolation!r}")
+        if self.spares is not None and (not isinstance(self.spares, int) or self.spares < 0):
+            raise ValueError(f"spares must be a non-negative integer or None, got {self.spares!r}")
+        if not isinstance(self.max_sessions, int) or self.max_sessions < 1:
+            raise ValueError(f"max_sessions must be a positive integer, got {self.max_sessions!r}")
+        if not isinstance(self.disk_mb, int) or self.disk_mb < 1:
+            raise ValueError(f"disk_mb must be a positive integer, got {self.disk_mb!r}")
+        if self.interrupt_grace_s < 0:
+            raise ValueError(f"interrupt_grace_s must be >= 0, got {self.interrupt_grace_s!r}")
+        object.__setattr__(self, "preload", tuple(self.preload))
+        object.__setattr__(self, "extra_binds", tuple(self.extra_binds))
+
+    @property
+    def target_spares(self) -> int:
+        return default_spares() if self.spares is None else self.spares
+
+
+@dataclass
+class _Run:
+    future: cf.Future
+    timeout_s: float
+    interrupted: bool = False
+    timer: Any = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class SessionHandle:
+    """One interpreter owned by one episode.  Opaque: pass it back to the pool."""
+
+    def __init__(self, sid: int, zygote: "_Zygote", sock: socket.socket):
+        self.sid = sid
+        self.zygote = zygote
+        self.sock: socket.socket | None = sock
+        self.decoder = protocol.Decoder(MAX_REPLY)
+        self.state = "spawning"  # spawning ready idle running interrupting dead closing closed
+        self.out = bytearray()
+        self.run: _Run | None = None
+        self.queue: collections.deque = collections.deque()
+        self.exit: dict | None = None
+        self.close_futures: list[cf.Future] = []
+        self.dead_reason: str | None = None
+        self.configured = False
+        self.info: dict = {}
+        self.timer = None
+        self.dying_run: _Run | None = None  # the run during which the process died
+        self.counted = True      # occupies a max_sessions slot
+        self.spawning = True
+
+    @property
+    def alive(self) -> bool:
+        return self.state in ("ready", "idle", "running", "interrupting")
+
+    def __repr__(self) -> str:
+        return f"<SessionHandle sid={self.sid} state={self.state}>"
+
+
+class _Zygote:
+    def __init__(self, mode: str, proc: subprocess.Popen, ctrl: socket.socket, errfile):
+        self.mode = mode
+        self.proc = proc
+        self.ctrl = ctrl
+        self.errfile = errfile
+        self.state = "starting"
+        self.info: dict = {}
+        self.sessions: dict[int, SessionHandle] = {}
+        self.timer = None
+
+    def stderr_tail(self, n: int = 2000) -> str:
+        try:
+            self.errfile.seek(0)
+            return self.errfile.read().decode("utf-8", "replace")[-n:]
+        except (OSError, ValueError):
+            return ""
+
+
+def _resolve(fut: cf.Future, value: Any) -> None:
+    if not fut.done():
+        try:
+            fut.set_result(value)
+        except cf.InvalidStateError:
+            pass
+
+
+def _fail(fut: cf.Future, exc: BaseException) -> None:
+    if not fut.done():
+        try:
+            fut.set_exception(exc)
+        except cf.InvalidStateError:
+            pass
+
+
+class SandboxPool:
+    """See the module docstring.  Public methods are thread-safe and never block."""
+
+    def __init__(self, config: PoolConfig | None = None, reactor: Reactor | None = None):
+        self.config = config or PoolConfig()
+        self.reactor = reactor or get_reactor()
+        self._zygote: _Zygote | None = None
+        self._spares: collections.deque[SessionHandle] = collections.deque()
+        self._waiters: collections.deque = collections.deque()
+        self._spawning = 0
+        self._live = 0
+        self._sids = itertools.count(1)
+        self._failed_modes: dict[str, str] = {}
+        self._mode: str | None = None
+        self._start_failures = 0
+        self._backoff_until = 0.0
+        self._last_error = ""
+        self._closed = False
+        self._corpses: list[subprocess.Popen] = []
+        self.counters: collections.Counter = collections.Counter()
+        _raise_fd_limit()
+
+    # ================================================================ public API
+    def open_session(self) -> cf.Future:
+        """A future of a ready ``SessionHandle`` (or ``SandboxUnavailable``)."""
+        fut: cf.Future = cf.Future()
+        self.reactor.call_soon(self._open, fut)
+        return fut
+
+    def run(self, handle: SessionHandle, code: str, limits: dict, timeout_s: float,
+            max_chars: int) -> cf.Future:
+        """A future of the reply dict of one cell (see the module docstring)."""
+        fut: cf.Future = cf.Future()
+        self.reactor.call_soon(self._run, handle, fut, code, limits, timeout_s, max_chars)
+        return fut
+
+    def abandon(self, handle: SessionHandle, fut: cf.Future) -> None:
+        """The caller stopped waiting for ``fut`` (e.g. its task was cancelled): if that cell
+        is still running, end the session, since nobody will read its result."""
+        self.reactor.call_soon(self._abandon, handle, fut)
+
+    def close_session(self, handle: SessionHandle) -> cf.Future:
+        """A future resolved once every process of the session is gone (or after a bound)."""
+        fut: cf.Future = cf.Future()
+        self.reactor.call_soon(self._close, handle, fut)
+        return fut
+
+    def info(self, timeout: float = 5.0) -> dict:
+        fut: cf.Future = cf.Future()
+        self.reactor.call_soon(lambda: _resolve(fut, self._info()))
+        return fut.result(timeout)
+
+    def wait_ready(self, timeout: float | None = None) -> dict:
+        """Start the fork server (if needed) and wait until it is ready; returns ``info()``."""
+        handle = self.open_session().result(timeout)
+        self.close_session(handle).result(timeout)
+        return self.info()
+
+    def shutdown(self, timeout: float = 3.0) -> None:
+        """Stop the fork server and every session; idempotent."""
+        if self._closed:
+            return
+        fut: cf.Future = cf.Future()
+        if self.reactor.alive and not self.reactor.in_thread():
+            self.reactor.call_soon(lambda: _resolve(fut, self._shutdown()))
+            try:
+                fut.result(timeout)
+            except cf.TimeoutError:
+                self._shutdown()
+        else:
+            self._shutdown()
+        z, self._zygote = self._zygote, None
+        for proc in [*(z and [z.proc] or []), *self._corpses]:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+
+    # ================================================================ reactor thread
+    def _info(self) -> dict:
+        z = self._zygote
+        return {"isolation": z.mode if z else self._mode, "state": z.state if z else "stopped",
+                "fork_server": dict(z.info) if z else {}, "spares": len(self._spares),
+                "live_sessions": self._live, "spawning": self._spawning,
+                "waiting": len(self._waiters), "failed_modes": dict(self._failed_modes),
+                "counters": dict(self.counters), "config": {
+                    "spares": self.config.target_spares,
+                    "max_sessions": self.config.max_sessions}}
+
+    # ---------------------------------------------------------------- opening
+    def _open(self, fut: cf.Future) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        if self._closed:
+            _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
+            return
+        while self._spares:
+            handle = self._spares.popleft()
+            if handle.state == "ready":
+                handle.state = "idle"
+                _resolve(fut, handle)
+                self._top_up()
+                return
+        if time.monotonic() < self._backoff_until:
+            _fail(fut, SandboxUnavailable(f"the sandbox is failing to start: {self._last_error}"))
+            return
+        timer = self.reactor.call_later(self.config.open_timeout_s, self._waiter_timeout, fut)
+        self._waiters.append((fut, timer))
+        self._ensure_zygote()
+        self._top_up()
+
+    def _waiter_timeout(self, fut: cf.Future) -> None:
+        self._waiters = collections.deque(w for w in self._waiters if w[0] is not fut)
+        _fail(fut, SandboxUnavailable(
+            f"no sandbox session became available within {self.config.open_timeout_s:g} s "
+            f"({self._live} alive of max_sessions={self.config.max_sessions}; "
+            f"last error: {self._last_error or 'none'})"))
+
+    def _hand_out(self, handle: SessionHandle) -> None:
+        """A session just became ready: give it to the oldest waiter, or keep it spare."""
+        while self._waiters:
+            fut, timer = self._waiters.popleft()
+            timer.cancel()
+            if not fut.done():
+                handle.state = "idle"
+                _resolve(fut, handle)
+                return
+        self._spares.append(handle)
+
+    def _top_up(self) -> None:
+        z = self._zygote
+        if z is None or z.state != "ready" or self._closed:
+            return
+        want = len(self._waiters) + self.config.target_spares - len(self._spares) - self._spawning
+        room = self.config.max_sessions - self._live
+        for _ in range(max(0, min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning))):
+            self._spawn(z)
+
+    def _spawn(self, z: _Zygote) -> None:
+        sid = next(self._sids)
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(z.ctrl, [json.dumps({"op": "spawn", "sid": sid}).encode()],
+                            [child.fileno()])
+        except OSError as e:
+            host.close()
+            self._zygote_died(z, f"cannot reach the fork server: {e}")
+            return
+        finally:
+            child.close()
+        host.setblocking(False)
+        handle = SessionHandle(sid, z, host)
+        z.sessions[sid] = handle
+        self._spawning += 1
+        self._live += 1
+        self.counters["spawned"] += 1
+        self.reactor.watch(host, lambda: self._on_readable(handle))
+        handle.timer = self.reactor.call_later(self.config.ready_timeout_s, self._ready_timeout,
+                                               handle)
+
+    def _ready_timeout(self, handle: SessionHandle) -> None:
+        if handle.state == "spawning":
+            self._last_error = "a session did not become ready in time"
+            self._kill(handle, self._last_error)
+            self._top_up()
+
+    # ---------------------------------------------------------------- running
+    def _run(self, handle: SessionHandle, fut: cf.Future, code: str, limits: dict,
+             timeout_s: float, max_chars: int) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        if handle.state in ("running", "interrupting"):
+            handle.queue.append((fut, code, limits, timeout_s, max_chars))
+            return
+        if handle.state != "idle":
+            _resolve(fut, self._dead_reply(handle))
+            return
+        self._start_run(handle, fut, code, limits, timeout_s, max_chars)
+
+    def _start_run(self, handle: SessionHandle, fut: cf.Future, code: str, limits: dict,
+                   timeout_s: float, max_chars: int) -> None:
+        msg = {"op": "run", "code": code, "max_chars": int(max_chars)}
+        if not handle.configured:
+            msg["limits"] = limits
+            handle.configured = True
+        run = handle.run = _Run(fut, timeout_s)
+        handle.state = "running"
+        run.timer = self.reactor.call_later(timeout_s, self._on_deadline, handle, run)
+        self._send(handle, protocol.encode(msg))
+
+    def _dead_reply(self, handle: SessionHandle) -> dict:
+        return {"kind": "infra", "lost": True,
+                "error": handle.dead_reason or f"the session is {handle.state}"}
+
+    def _on_deadline(self, handle: SessionHandle, run: _Run) -> None:
+        if handle.run is not run:
+            return
+        grace = self.config.interrupt_grace_s
+        if not run.interrupted and grace > 0:
+            run.interrupted = True
+            handle.state = "interrupting"
+            self._signal(handle, "INT")
+            run.timer = self.reactor.call_later(grace, self._on_deadline, handle, run)
+            return
+        handle.run = None
+        self.counters["timeouts_killed"] += 1
+        _resolve(run.future, {"kind": "timeout", "lost": True, "timeout_s": run.timeout_s})
+        self._kill(handle, "killed after a timeout")
+
+    def _finish_run(self, handle: SessionHandle, reply: dict) -> None:
+        run, handle.run = handle.run, None
+        if run.timer:
+            run.timer.cancel()
+        if reply.get("kind") == "setup_error":
+            _resolve(run.future, {"kind": "infra", "lost": True,
+                                  "error": f"session setup failed: {reply.get('error')}"})
+            self._kill(handle, "session setup failed")
+            return
+        if run.interrupted and reply.get("kind") in ("timeout", "error"):
+            reply = {**reply, "kind": "timeout", "timeout_s": run.timeout_s}
+        handle.state = "idle"
+        _resolve(run.future, reply)
+        self._next_queued(handle)
+
+    def _next_queued(self, handle: SessionHandle) -> None:
+        while handle.queue and handle.state == "idle":
+            fut, code, limits, timeout_s, max_chars = handle.queue.popleft()
+            if not fut.done():
+                self._start_run(handle, fut, code, limits, timeout_s, max_chars)
+
+    def _abandon(self, handle: SessionHandle, fut: cf.Future) -> None:
+        if handle.run is not None and handle.run.future is fut:
+            handle.run = None
+            _resolve(fut, {"kind": "infra", "lost": True, "error": "the call was abandoned"})
+            self._kill(handle, "the call was abandoned while running")
+        else:
+            handle.queue = collections.deque(q for q in handle.queue if q[0] is not fut)
+            _resolve(fut, {"kind": "infra", "lost": True, "error": "the call was abandoned"})
+
+    # ---------------------------------------------------------------- socket events
+    def _send(self, handle: SessionHandle, data: bytes) -> None:
+        handle.out += data
+        self._flush(handle)
+
+    def _flush(self, handle: SessionHandle) -> None:
+        sock = handle.sock
+        if sock is None:
+            return
+        try:
+            while handle.out:
+                n = sock.send(handle.out)
+                del handle.out[:n]
+        except BlockingIOError:
+            self.reactor.watch(sock, lambda: self._on_readable(handle),
+                               lambda: self._flush(handle))
+            return
+        except OSError:
+            self._on_eof(handle)
+            return
+        self.reactor.watch(sock, lambda: self._on_readable(handle))
+
+    def _on_readable(self, handle: SessionHandle) -> None:
+        sock = handle.sock
+        if sock is None:
+            return
+        try:
+            data = sock.recv(1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._on_eof(handle)
+            return
+        try:
+            frames = handle.decoder.feed(data)
+        except protocol.ProtocolError as e:
+            self._violation(handle, str(e))
+            return
+        for frame in frames:
+            if handle.sock is None:
+                break
+            self._on_frame(handle, frame)
+
+    def _on_frame(self, handle: SessionHandle, frame: Any) -> None:
+        op = frame.get("op") if isinstance(frame, dict) else None
+        if handle.state == "spawning" and op == "ready":
+            handle.timer.cancel()
+            handle.state, handle.info, handle.spawning = "ready", frame, False
+            self._spawning -= 1
+            self._hand_out(handle)
+        elif handle.state in ("running", "interrupting") and op == "result" and handle.run:
+            self._finish_run(handle, frame)
+        else:
+            self._violation(handle, f"unexpected message {op!r} while {handle.state}")
+
+    def _violation(self, handle: SessionHandle, why: str) -> None:
+        self.counters["protocol_violations"] += 1
+        run, handle.run = handle.run, None
+        if run is not None:
+            _resolve(run.future, {"kind": "protocol", "lost": True,
+                                  "error": f"the interpreter broke the protocol ({why})"})
+        self._kill(handle, f"protocol violation: {why}")
+
+    def _on_eof(self, handle: SessionHandle) -> None:
+        """The session's socket closed: its interpreter is gone (or closed the socket)."""
+        self._drop_socket(handle)
+        run, handle.run = handle.run, None
+        was = handle.state
+        if was in ("dead", "closing", "closed"):
+            return
+        self._mark_dead(handle, "the interpreter exited between calls")
+        self._signal(handle, "TERM")  # in case it only closed the socket
+        if run is not None:
+            if run.timer:
+                run.timer.cancel()
+            handle.dead_reason = "the interpreter died during a call"
+            handle.dying_run = run
+            if handle.exit is not None:
+                self._finish_killed(handle, run)
+            else:
+                self.reactor.call_later(EXIT_WAIT_S, self._finish_killed, handle, run)
+        self._top_up()
+
+    def _finish_killed(self, handle: SessionHandle, run: _Run) -> None:
+        handle.dying_run = None
+        if run.future.done():
+            return
+        if handle.zygote.state == "dead":
+            _resolve(run.future, {"kind": "infra", "lost": True,
+                                  "error": handle.dead_reason or "the fork server died"})
+            return
+        ex = handle.exit or {}
+        _resolve(run.future, {"kind": "killed", "lost": True, "signal": ex.get("signal"),
+                              "code": ex.get("code"), "timed_out": run.interrupted})
+
+    # ---------------------------------------------------------------- ending sessions
+    def _drop_socket(self, handle: SessionHandle) -> None:
+        if handle.sock is not None:
+            self.reactor.watch(handle.sock, None)
+            handle.sock.close()
+            handle.sock = None
+
+    def _mark_dead(self, handle: SessionHandle, reason: str) -> None:
+        """The session can run no more cells; free its slot if nobody owns it."""
+        if handle.timer is not None:
+            handle.timer.cancel()
+        if handle.spawning:
+            handle.spawning = False
+            self._spawning -= 1
+        unowned = handle.state in ("spawning", "ready")
+        handle.state, handle.dead_reason = "dead", handle.dead_reason or reason
+        try:
+            self._spares.remove(handle)
+        except ValueError:
+            pass
+        if unowned:
+            self._release(handle)
+        for fut, *_ in handle.queue:
+            _resolve(fut, self._dead_reply(handle))
+        handle.queue.clear()
+
+    def _release(self, handle: SessionHandle) -> None:
+        if handle.counted:
+            handle.counted = False
+            self._live -= 1
+
+    def _kill(self, handle: SessionHandle, reason: str) -> None:
+        """End a session now (SIGTERM to its keeper, escalated by the fork server)."""
+        self._drop_socket(handle)
+        if handle.state not in ("dead", "closing", "closed"):
+            self._mark_dead(handle, reason)
+        self._signal(handle, "TERM")
+        self.reactor.call_later(UNRESPONSIVE_S, self._check_exited, handle)
+
+    def _close(self, handle: SessionHandle, fut: cf.Future) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        if not isinstance(handle, SessionHandle):
+            _resolve(fut, None)
+            return
+        run, handle.run = handle.run, None
+        if run is not None:
+            _resolve(run.future, {"kind": "infra", "lost": True, "error": "session closed"})
+        for q in handle.queue:
+            _resolve(q[0], {"kind": "infra", "lost": True, "error": "session closed"})
+        handle.queue.clear()
+        self._drop_socket(handle)
+        self._release(handle)
+        if handle.timer is not None:
+            handle.timer.cancel()
+        if handle.state == "closed" or handle.exit is not None or handle.zygote.state == "dead":
+            handle.state = "closed"
+            _resolve(fut, None)
+        else:
+            handle.state = "closing"
+            handle.close_futures.append(fut)
+            self._signal(handle, "TERM")
+            handle.timer = self.reactor.call_later(CLOSE_WAIT_S, self._settle_close, handle)
+            self.reactor.call_later(UNRESPONSIVE_S, self._check_exited, handle)
+        self._top_up()
+
+    def _check_exited(self, handle: SessionHandle) -> None:
+        """A session we ended long ago was never reported gone: the fork server is hung."""
+        if handle.exit is None and handle.zygote.state == "ready":
+            self._zygote_died(handle.zygote, "the fork server stopped answering")
+        self._settle_close(handle)
+
+    def _settle_close(self, handle: SessionHandle) -> None:
+        if handle.state == "closing":
+            handle.state = "closed"
+        for fut in handle.close_futures:
+            _resolve(fut, None)
+        handle.close_futures.clear()
+
+    def _signal(self, handle: SessionHandle, sig: str) -> None:
+        z = handle.zygote
+        if z.state == "dead":
+            return
+        try:
+            z.ctrl.send(json.dumps({"op": "signal", "sid": handle.sid, "sig": sig}).encode())
+        except OSError as e:
+            self._zygote_died(z, f"cannot reach the fork server: {e}")
+
+    # ---------------------------------------------------------------- fork server
+    def _modes(self) -> list[str]:
+        if self.config.isolation != "auto":
+            return [self.config.isolation]
+        if self._mode:
+            return [self._mode]
+        modes = [m for m in launcher.MODES if m != "bwrap" or launcher.bwrap_path()]
+        return [m for m in modes if m not in self._failed_modes]
+
+    def _ensure_zygote(self) -> None:
+        if self._zygote is not None and self._zygote.state in ("starting", "ready"):
+            return
+        for mode in self._modes():
+            try:
+                self._zygote = self._start_zygote(mode)
+                return
+            except Exception as e:  # noqa: BLE001 - a mode that cannot even launch
+                self._mode_failed(mode, f"{type(e).__name__}: {e}")
+        self._give_up()
+
+    def _start_zygote(self, mode: str) -> _Zygote:
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        errfile = tempfile.TemporaryFile()
+        try:
+            spec = launcher.launch_spec(mode, child.fileno(), self.config.preload,
+                                        self.config.disk_mb, self.config.extra_binds,
+                                        self.config.ready_timeout_s)
+            proc = subprocess.Popen(spec.argv, env=spec.env, pass_fds=[child.fileno()],
+                                    stdin=subprocess.DEVNULL, stdout=errfile, stderr=errfile,
+                                    start_new_session=True)
+        except BaseException:
+            host.close()
+            errfile.close()
+            raise
+        finally:
+            child.close()
+        host.setblocking(False)
+        z = _Zygote(mode, proc, host, errfile)
+        self.reactor.watch(host, lambda: self._on_control(z))
+        z.timer = self.reactor.call_later(self.config.start_timeout_s, self._start_timeout, z)
+        self.counters["fork_server_starts"] += 1
+        return z
+
+    def _start_timeout(self, z: _Zygote) -> None:
+        if z.state == "starting":
+            self._zygote_died(z, f"the fork server did not start within "
+                                 f"{self.config.start_timeout_s:g} s")
+
+    def _on_control(self, z: _Zygote) -> None:
+        while True:
+            try:
+                data = z.ctrl.recv(1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._zygote_died(z, "the fork server exited")
+                return
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                continue
+            self._on_control_message(z, msg)
+            if z.state == "dead":
+                return
+
+    def _on_control_message(self, z: _Zygote, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "ready":
+            z.timer.cancel()
+            z.state, z.info = "ready", msg
+            self._mode, self._start_failures, self._backoff_until = z.mode, 0, 0.0
+            log.info("python sandbox ready: isolation=%s uid=%s", z.mode, msg.get("uid"))
+            self._top_up()
+        elif op == "failed":
+            self._zygote_died(z, msg.get("error", "the fork server failed to start"))
+        elif op == "exited":
+            handle = z.sessions.pop(msg.get("sid"), None)
+            if handle is not None:
+                handle.exit = msg
+                self._on_session_exit(handle)
+        elif op == "spawn_failed":
+            handle = z.sessions.pop(msg.get("sid"), None)
+            if handle is not None:
+                self._last_error = f"spawn failed: {msg.get('error')}"
+                self._drop_socket(handle)
+                self._mark_dead(handle, self._last_error)
+
+    def _on_session_exit(self, handle: SessionHandle) -> None:
+        if handle.dying_run is not None:
+            self._finish_killed(handle, handle.dying_run)
+        if handle.state in ("dead", "closing", "closed"):
+            self._settle_close(handle)
+        # a live session whose process exited: its socket EOF does the rest
+
+    def _zygote_died(self, z: _Zygote, reason: str) -> None:
+        if z.state == "dead":
+            return
+        was_starting = z.state == "starting"
+        z.state = "dead"
+        if z.timer is not None:
+            z.timer.cancel()
+        self.reactor.watch(z.ctrl, None)
+        z.ctrl.close()
+        if z.proc.poll() is None:
+            z.proc.kill()
+        self._corpses.append(z.proc)
+        self.reactor.call_later(1.0, self._reap_corpses)
+        if self._zygote is z:
+            self._zygote = None
+        detail = f"{reason}; {z.stderr_tail().strip()}".strip("; ")
+        z.errfile.close()
+        self._last_error = detail
+        self.counters["fork_server_deaths"] += 1
+        for handle in list(z.sessions.values()):
+            self._session_lost(handle, f"sandbox infrastructure failure: {reason}")
+        z.sessions.clear()
+        if was_starting:
+            self._mode_failed(z.mode, detail)
+        if self._waiters and not self._closed:
+            self._ensure_zygote()
+
+    def _session_lost(self, handle: SessionHandle, reason: str) -> None:
+        run, handle.run = handle.run, None
+        self._drop_socket(handle)
+        if handle.state not in ("dead", "closing", "closed"):
+            self._mark_dead(handle, reason)
+        if run is not None:
+            _resolve(run.future, {"kind": "infra", "lost": True, "error": reason})
+        self._settle_close(handle)
+
+    def _mode_failed(self, mode: str, why: str) -> None:
+        log.warning("python sandbox: isolation %r unavailable: %s", mode, why)
+        self._last_error = why
+        if self.config.isolation == "auto" and self._mode is None:
+            self._failed_modes[mode] = why
+        else:
+            self._start_failures += 1
+            if self._start_failures >= START_FAILURES_BEFORE_BACKOFF:
+                self._give_up()
+
+    def _give_up(self) -> None:
+        self._backoff_until = time.monotonic() + BACKOFF_S
+        self._start_failures = 0
+        self._failed_modes.clear()
+        waiters, self._waiters = self._waiters, collections.deque()
+        for fut, timer in waiters:
+            timer.cancel()
+            _fail(fut, SandboxUnavailable(f"the python sandbox cannot start: {self._last_error}"))
+
+    def _reap_corpses(self) -> None:
+        self._corpses = [p for p in self._corpses if p.poll() is None]
+        if self._corpses:
+            self.reactor.call_later(1.0, self._reap_corpses)
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        for fut, timer in self._waiters:
+            timer.cancel()
+            _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
+        self._waiters.clear()
+        z = self._zygote
+        if z is not None:
+            for handle in list(z.sessions.values()):
+                self._session_lost(handle, "the sandbox pool is shut down")
+            z.state = "dead"
+            try:
+                self.reactor.watch(z.ctrl, None)
+            except (OSError, ValueError):
+                pass
+            z.ctrl.close()  # the fork server kills every session and exits on EOF
+            z.errfile.close()
+        self._spares.clear()
+
+
+def _raise_fd_limit() -> None:
+    """One socket per session: lift the soft open-files limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
+        except (ValueError, OSError):
+            pass
+
+
+_POOLS: dict[PoolConfig, SandboxPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def get_pool(config: PoolConfig | None = None) -> SandboxPool:
+    """The process-wide pool for ``config`` (created on first use; nothing starts yet)."""
+    config = config or PoolConfig()
+    with _POOLS_LOCK:
+        pool = _POOLS.get(config)
+        if pool is None or pool._closed:
+            pool = _POOLS[config] = SandboxPool(config)
+        return pool
+
+
+def shutdown_pools() -> None:
+    """Stop every pool of this process (also run at interpreter exit)."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        try:
+            pool.shutdown()
+        except Exception:  # noqa: BLE001 - exit must go on
+            log.exception("sandbox pool shutdown failed")
+
+
+def _forget_after_fork() -> None:
+    """In a forked child the pools belong to the parent: drop them (and our copies of their
+    sockets) without touching the parent's processes."""
+    global _POOLS_LOCK
+    for pool in _POOLS.values():
+        pool._closed = True
+        z = pool._zygote
+        if z is not None:
+            for handle in z.sessions.values():
+                if handle.sock is not None:
+                    handle.sock.close()
+            z.ctrl.close()
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+atexit.register(shutdown_pools)
+os.register_at_fork(after_in_child=_forget_after_fork)

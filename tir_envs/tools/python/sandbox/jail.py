@@ -1,0 +1,313 @@
+"""Linux isolation primitives for a sandboxed session: namespaces, mounts, capabilities, limits.
+
+Thin ``ctypes`` wrappers over ``unshare(2)``, ``mount(2)``, ``pivot_root(2)``, ``prctl(2)`` and
+``capset(2)``, plus the few recipes built from them:
+
+* ``enter_user_namespace``: a new user namespace (and whichever others are asked for) in which
+  the caller is uid/gid 1000 mapped onto its own unprivileged ids.  Needs no privilege.
+* ``build_root``: an allow-list filesystem (read-only binds of what Python needs, nothing else)
+  made the root with ``pivot_root``, the same view bubblewrap gives the fork server.
+* ``mount_session_fs``: inside a session's own pid namespace, a fresh ``/proc`` (or none at all),
+  a size-limited private ``/tmp`` (the working directory) and ``/dev/shm``.
+* ``drop_capabilities``: no capabilities left, none regainable (bounding set emptied, no new
+  privileges, no further user namespaces).
+* ``apply_limits``: the per-session resource limits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+SESSION_NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "ppc64le": 203,
+               "s390x": 217}
+SANDBOX_UID = 1000
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _check(ret: int, what: str) -> int:
+    if ret == -1 or (what.startswith("prctl") and ret < 0):
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def _b(s: str | None) -> bytes | None:
+    return None if s is None else os.fsencode(s)
+
+
+def unshare(flags: int) -> None:
+    _check(_libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int = 0,
+          data: str | None = None) -> None:
+    _check(_libc().mount(_b(source), _b(target), _b(fstype), ctypes.c_ulong(flags), _b(data)),
+           f"mount {target}")
+
+
+def umount2(target: str, flags: int = 0) -> None:
+    _check(_libc().umount2(_b(target), ctypes.c_int(flags)), f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    nr = _PIVOT_ROOT.get(platform.machine())
+    if nr is None:
+        raise OSError(errno.ENOSYS, f"pivot_root: unknown syscall number on {platform.machine()}")
+    _check(_libc().syscall(ctypes.c_long(nr), _b(new_root), _b(put_old)), "pivot_root")
+
+
+def prctl(option: int, arg2: int = 0) -> int:
+    return _check(_libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(0),
+                                ctypes.c_ulong(0), ctypes.c_ulong(0)), f"prctl {option}")
+
+
+def set_parent_death_signal(sig: int) -> None:
+    """Have the kernel send ``sig`` to this process when its parent thread dies."""
+    prctl(PR_SET_PDEATHSIG, sig)
+
+
+def set_child_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process (so it can kill them)."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_user_namespace(extra_flags: int = 0, inside_id: int = SANDBOX_UID) -> None:
+    """``unshare`` a user namespace (plus ``extra_flags``) and map ``inside_id`` to our ids.
+
+    The caller keeps a full capability set *inside* the new namespace (needed for the mounts
+    that follow) until ``drop_capabilities``; outside it has no more power than before.
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    unshare(CLONE_NEWUSER | extra_flags)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{inside_id} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{inside_id} {gid} 1\n")
+
+
+def drop_to_user(uid: int, gid: int) -> None:
+    """From root: become ``uid``/``gid`` for good (no supplementary groups)."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    prctl(PR_SET_DUMPABLE, 1)  # keep /proc/self/* writable by ourselves (uid_map)
+
+
+def make_mounts_private() -> None:
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def _bind(src: str, dst: str, readonly: bool = True) -> None:
+    mount(src, dst, None, MS_BIND | MS_REC)
+    if readonly:
+        try:
+            mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        except OSError:  # locked flags (e.g. nodev inherited): keep them and add read-only
+            mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+                  | MS_NOEXEC)
+
+
+def _makedirs(path: str) -> None:
+    os.makedirs(path, mode=0o755, exist_ok=True)
+
+
+def build_root(new_root: str, binds: list[str], devices: list[str]) -> None:
+    """Make an allow-list filesystem the root: a tmpfs holding read-only binds of ``binds``
+    (symlinks copied as symlinks), ``devices`` bound from the host ``/dev``, the host ``/proc``
+    (covered later by each session's own) and an empty ``/tmp``.  Everything else vanishes.
+    """
+    make_mounts_private()
+    mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    for path in binds:
+        target = new_root + path
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            os.symlink(os.readlink(path), target)
+            continue
+        if not os.path.exists(path):
+            continue
+        if os.path.isdir(path):
+            _makedirs(target)
+        else:
+            _makedirs(os.path.dirname(target))
+            open(target, "a").close()
+        _bind(path, target)
+    _makedirs(new_root + "/dev")
+    for dev in devices:
+        target = new_root + dev
+        open(target, "a").close()
+        mount(dev, target, None, MS_BIND)
+    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(dest, f"{new_root}/dev/{name}")
+    for d in ("/dev/shm", "/tmp", "/proc"):
+        _makedirs(new_root + d)
+    os.chmod(new_root + "/tmp", 0o1777)
+    mount("/proc", new_root + "/proc", None, MS_BIND | MS_REC)
+    old = new_root + "/.old_root"
+    _makedirs(old)
+    pivot_root(new_root, old)
+    os.chdir("/")
+    umount2("/.old_root", MNT_DETACH)
+    os.rmdir("/.old_root")
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def mount_session_fs(disk_mb: int) -> dict:
+    """Private filesystems of one session (run as the init of its own pid namespace).
+
+    ``/proc`` shows only the session's own processes; when the kernel refuses a new proc mount
+    (an outer ``/proc`` with masked paths, as in many containers) it is hidden entirely.
+    """
+    make_mounts_private()
+    info = {"proc": True}
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError:
+        mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k")
+        info["proc"] = False
+    size = max(1, int(disk_mb))
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+          f"mode=1777,size={size}m,nr_inodes={max(1024, size * 256)}")
+    if os.path.isdir("/dev/shm"):
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              f"mode=1777,size={min(size, 64)}m")
+    return info
+
+
+def restrict_user_namespaces() -> bool:
+    """Forbid new user namespaces below this one (so code cannot regain capabilities)."""
+    try:
+        _write("/proc/sys/user/max_user_namespaces", "0")
+        return True
+    except OSError:
+        return False
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets, and set
+    ``no_new_privs`` so neither ``execve`` nor a setuid binary can bring any back."""
+    for cap in range(64):
+        try:
+            prctl(PR_CAPBSET_DROP, cap)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                break
+            if exc.errno != errno.EPERM:  # EPERM: already without CAP_SETPCAP
+                raise
+    try:
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError:
+        pass
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_libc().capset(ctypes.byref(header), data), "capset")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def vm_size_bytes() -> int:
+    """Current virtual memory size of this process (the base the memory limit adds to)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def count_user_tasks(uid: int) -> int:
+    """Tasks (processes and threads) of ``uid`` visible in ``/proc`` (for a shared NPROC)."""
+    n = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{name}/task")
+            if st.st_uid == uid:
+                n += st.st_nlink - 2
+        except OSError:
+            continue
+    return n
+
+
+def _set(which: int, value: int) -> None:
+    soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def apply_limits(limits: dict, base_vm: int, shared_nproc: bool) -> None:
+    """Set this process's resource limits (inherited by everything it starts).
+
+    ``memory_mb`` adds to the address space already mapped (the pre-imported libraries), so the
+    figure is what the code itself may allocate.  ``cpu_s`` gets a soft limit one second before
+    the hard one: the soft limit raises ``CPULimitExceeded`` in Python code, the hard one kills.
+    With ``shared_nproc`` (no user namespace) the process limit counts every task of the uid,
+    so the allowance is added to what that uid already runs.
+    """
+    mb = 1024 * 1024
+    if limits.get("memory_mb"):
+        _set(resource.RLIMIT_AS, base_vm + int(limits["memory_mb"]) * mb)
+    if limits.get("cpu_s"):
+        hard = int(limits["cpu_s"]) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (hard - 1, hard))
+    if limits.get("nproc"):
+        n = int(limits["nproc"])
+        if shared_nproc:
+            n += count_user_tasks(os.getuid())
+        _set(resource.RLIMIT_NPROC, n)
+    if limits.get("nofile"):
+        _set(resource.RLIMIT_NOFILE, int(limits["nofile"]))
+    if limits.get("fsize_mb"):
+        _set(resource.RLIMIT_FSIZE, int(limits["fsize_mb"]) * mb)
+    _set(resource.RLIMIT_CORE, 0)

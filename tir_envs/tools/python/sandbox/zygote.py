@@ -1,0 +1,415 @@
+"""The fork server: one process that imported the scientific stack once and forks sessions.
+
+Started by the host (inside bubblewrap when available) with a JSON config as ``argv[1]`` and a
+``SOCK_SEQPACKET`` control socket.  It never runs user code.  For each ``spawn`` request it
+receives the session's socket over ``SCM_RIGHTS`` and forks two processes:
+
+* **A, the keeper**, stays in the fork server's pid namespace.  It enters a fresh user, mount,
+  pid, network, IPC and UTS namespace (isolation ``bwrap``/``unshare``), forks B, waits for it
+  and relays its exit status.  SIGTERM to A kills B; SIGINT to A interrupts B's running cell.
+* **B, the interpreter**, is pid 1 of the new pid namespace: when it dies the kernel kills every
+  process the session started.  It mounts its private ``/proc`` and ``/tmp``, drops every
+  capability, and serves cells on its socket.
+
+Without namespaces (isolation ``rlimits``) A is a child subreaper that kills whatever B left
+behind, and B works in a private temporary directory.
+
+Control messages (JSON, one per packet).  Host → zygote: ``spawn`` {sid} + fd, ``signal``
+{sid, sig: INT|TERM|KILL}, ``exit``.  Zygote → host: ``ready`` {info}, ``spawned`` {sid},
+``spawn_failed`` {sid, error}, ``exited`` {sid, code, signal, keeper_signal}.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from . import interpreter, jail, protocol
+
+TERM_GRACE_S = 2.0
+
+
+def _children(pid: int) -> list[int]:
+    """Live children of ``pid`` (``/proc/<pid>/task/*/children``, else a ``/proc`` scan)."""
+    kids: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+        return kids
+    except (OSError, ValueError):
+        pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        kids.append(int(name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return kids
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _kill_descendants(me: int, rounds: int = 50) -> None:
+    """SIGKILL every child of ``me`` until none is left (orphans keep arriving as they are
+    re-parented to a subreaper, so loop)."""
+    for _ in range(rounds):
+        _reap_all()
+        kids = _children(me)
+        if not kids:
+            return
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+class Zygote:
+    def __init__(self, config: dict):
+        self.cfg = config
+        self.mode = config["isolation"]
+        self.ctrl = socket.socket(fileno=config["ctrl_fd"])
+        self.sessions: dict[int, int] = {}   # keeper pid -> sid
+        self.by_sid: dict[int, int] = {}     # sid -> keeper pid
+        self.deadlines: dict[int, float] = {}
+        self.info: dict = {}
+        self.base_vm = 0
+
+    # ------------------------------------------------------------------ startup
+    def setup(self) -> None:
+        """Filesystem jail (``unshare``), privilege drop, preloads, self-test."""
+        cfg = self.cfg
+        if self.mode != "bwrap" and cfg.get("parent_pid"):
+            jail.set_parent_death_signal(signal.SIGKILL)
+            if os.getppid() != cfg["parent_pid"]:
+                os._exit(70)
+        if self.mode == "unshare":
+            self._jail_filesystem()
+        if cfg.get("drop_uid") is not None and os.geteuid() == 0:
+            jail.drop_to_user(cfg["drop_uid"], cfg["drop_gid"])
+        if self.mode == "unshare" and cfg.get("own_userns"):
+            jail.drop_capabilities()
+        missing = []
+        for name in cfg.get("preload", []):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - a missing optional module is not fatal
+                missing.append(name)
+        self.base_vm = jail.vm_size_bytes()
+        self.info = {"isolation": self.mode, "uid": os.getuid(),
+                     "nproc_enforced": self.mode != "rlimits" or os.getuid() != 0,
+                     "missing_preloads": missing, "python": sys.version.split()[0]}
+        self.info.update(self._self_test())
+        gc.collect()
+        gc.freeze()  # keep the collector off inherited objects: fewer copy-on-write pages
+
+    def _jail_filesystem(self) -> None:
+        flags = jail.CLONE_NEWNS | jail.CLONE_NEWNET | jail.CLONE_NEWIPC
+        if os.geteuid() == 0:
+            jail.unshare(flags)
+        else:
+            jail.enter_user_namespace(flags)
+            self.cfg["own_userns"] = True
+        jail.build_root(self.cfg["new_root"], self.cfg["binds"], self.cfg["devices"])
+
+    def _self_test(self) -> dict:
+        """Start one session and wait for it to report ready: proves the isolation works."""
+        host, child = socket.socketpair()
+        pid = self._fork_session(child.detach(), sid=-1)
+        host.settimeout(self.cfg.get("ready_timeout_s", 30))
+        try:
+            hello = protocol.recv(host)
+        except (OSError, protocol.ProtocolError) as e:
+            hello = {"error": f"{type(e).__name__}: {e}"}
+        host.close()
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        if not hello or hello.get("op") != "ready":
+            code = os.waitstatus_to_exitcode(status)
+            raise RuntimeError(f"sandbox self-test failed (keeper exit {code}): {hello}")
+        return {"proc": hello.get("proc", True), "userns_locked": hello.get("userns_locked")}
+
+    # ------------------------------------------------------------------ sessions
+    def _fork_session(self, sock_fd: int, sid: int) -> int:
+        zygote_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._keeper(sock_fd, zygote_pid)
+            finally:
+                os._exit(101)
+        os.close(sock_fd)
+        return pid
+
+    def _keeper(self, sock_fd: int, zygote_pid: int) -> None:
+        """Process A (see the module docstring).  Never returns."""
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        jail.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != zygote_pid:
+            os._exit(102)
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.dup2(sock_fd, 3)
+        os.closerange(4, 1 << 16)
+        namespaced = self.mode != "rlimits"
+        workdir = None
+        if namespaced:
+            jail.enter_user_namespace(jail.SESSION_NAMESPACES)
+        else:
+            jail.set_child_subreaper()
+            workdir = tempfile.mkdtemp(prefix="tir-sandbox-")
+        alive_r, alive_w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(alive_w)
+            self._interpreter(alive_r, workdir)
+        os.close(alive_r)
+        os.close(3)
+
+        def on_term(signum, frame):
+            try:
+                os.kill(child, signal.SIGKILL)
+                if not namespaced:
+                    os.killpg(child, signal.SIGKILL)
+            except OSError:
+                pass
+
+        def on_int(signum, frame):
+            try:
+                os.kill(child, signal.SIGINT)
+            except OSError:
+                pass
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_int)
+        _, status = os.waitpid(child, 0)
+        if not namespaced:
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except OSError:
+                pass
+            _kill_descendants(os.getpid())
+            shutil.rmtree(workdir, ignore_errors=True)
+        if os.WIFSIGNALED(status):
+            os._exit(128 + os.WTERMSIG(status))
+        os._exit(min(os.WEXITSTATUS(status), 127))
+
+    def _interpreter(self, alive_r: int, workdir: str | None) -> None:
+        """Process B (see the module docstring).  Never returns."""
+        try:
+            jail.set_parent_death_signal(signal.SIGKILL)
+            import select
+            if select.select([alive_r], [], [], 0)[0]:  # keeper already gone
+                os._exit(103)
+            os.close(alive_r)
+            os.setsid()
+            info: dict = {}
+            if workdir is None:
+                info.update(jail.mount_session_fs(self.cfg.get("disk_mb", 64)))
+                workdir = "/tmp"
+                info["userns_locked"] = jail.restrict_user_namespaces()
+                jail.drop_capabilities()
+            else:
+                jail.prctl(jail.PR_SET_NO_NEW_PRIVS, 1)
+            os.chdir(workdir)
+            os.environ.update(HOME=workdir, TMPDIR=workdir, PWD=workdir)
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                mem = os.memfd_create(name)
+                os.dup2(mem, fd)
+                os.close(mem)
+            self._reseed()
+            sock = socket.socket(fileno=3)
+            interpreter.serve(sock, {"base_vm": self.base_vm, "info": info,
+                                     "shared_nproc": self.mode == "rlimits"})
+        except BaseException:  # noqa: BLE001 - report nothing, the keeper relays the exit
+            os._exit(104)
+        os._exit(0)
+
+    @staticmethod
+    def _reseed() -> None:
+        """Forked children share the fork server's random state: give each its own."""
+        import random
+        random.seed()
+        np = sys.modules.get("numpy")
+        if np is not None:
+            try:
+                np.random.seed()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ------------------------------------------------------------------ loop
+    def send(self, msg: dict) -> None:
+        self.ctrl.send(json.dumps(msg).encode())
+
+    def serve(self) -> None:
+        sel = selectors.DefaultSelector()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        sel.register(self.ctrl, selectors.EVENT_READ)
+        sel.register(wake_r, selectors.EVENT_READ)
+        self.send({"op": "ready", **self.info})
+        next_sweep = time.monotonic() + 1.0
+        while True:
+            timeout = 1.0
+            if self.deadlines:
+                timeout = max(0.0, min(min(self.deadlines.values()) - time.monotonic(), 1.0))
+            for key, _ in sel.select(timeout):
+                if key.fileobj is self.ctrl:
+                    self._on_control()
+                else:
+                    try:
+                        os.read(wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+            self._reap()
+            self._escalate()
+            if self.mode == "rlimits" and time.monotonic() >= next_sweep:
+                self._sweep_orphans()
+                next_sweep = time.monotonic() + 1.0
+
+    def _on_control(self) -> None:
+        try:
+            data, fds, _, _ = socket.recv_fds(self.ctrl, 1 << 16, 4)
+        except (OSError, ValueError):
+            data, fds = b"", []
+        if not data:
+            self._shutdown()
+        msg = json.loads(data)
+        op = msg.get("op")
+        if op == "spawn":
+            self._spawn(msg["sid"], fds)
+        elif op == "signal":
+            for fd in fds:
+                os.close(fd)
+            self._signal(msg["sid"], msg.get("sig", "TERM"))
+        elif op == "exit":
+            self._shutdown()
+
+    def _spawn(self, sid: int, fds: list[int]) -> None:
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            self.send({"op": "spawn_failed", "sid": sid, "error": "expected one socket"})
+            return
+        try:
+            pid = self._fork_session(fds[0], sid)
+        except OSError as e:
+            os.close(fds[0])
+            self.send({"op": "spawn_failed", "sid": sid, "error": str(e)})
+            return
+        self.sessions[pid] = sid
+        self.by_sid[sid] = pid
+        self.send({"op": "spawned", "sid": sid})
+
+    def _signal(self, sid: int, sig: str) -> None:
+        pid = self.by_sid.get(sid)
+        if pid is None:
+            return
+        signum = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL}[sig]
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            return
+        if signum == signal.SIGTERM:
+            self.deadlines.setdefault(pid, time.monotonic() + TERM_GRACE_S)
+
+    def _escalate(self) -> None:
+        now = time.monotonic()
+        for pid, deadline in list(self.deadlines.items()):
+            if now >= deadline:
+                del self.deadlines[pid]
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.deadlines.pop(pid, None)
+            sid = self.sessions.pop(pid, None)
+            if sid is None:
+                continue
+            self.by_sid.pop(sid, None)
+            msg = {"op": "exited", "sid": sid, "code": None, "signal": None, "keeper_signal": None}
+            if os.WIFSIGNALED(status):
+                msg["keeper_signal"] = os.WTERMSIG(status)
+            else:
+                code = os.WEXITSTATUS(status)
+                if code >= 128:
+                    msg["signal"] = code - 128
+                else:
+                    msg["code"] = code
+            self.send(msg)
+
+    def _sweep_orphans(self) -> None:
+        """Without pid namespaces, orphans re-parent to us (a subreaper): kill them."""
+        for pid in _children(os.getpid()):
+            if pid not in self.sessions:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _shutdown(self) -> None:
+        for pid in list(self.sessions):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os._exit(0)
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    zygote = Zygote(config)
+    if config["isolation"] == "rlimits":
+        jail.set_child_subreaper()
+    try:
+        zygote.setup()
+    except BaseException as e:  # noqa: BLE001 - report why, then stop
+        try:
+            zygote.send({"op": "failed", "error": f"{type(e).__name__}: {e}"})
+        finally:
+            os._exit(1)
+    zygote.serve()
+
+
+if __name__ == "__main__":
+    main()
