@@ -109,8 +109,8 @@ class EpisodeReport:
 
 
 async def play(recipe: str, task_id: str, script: list[str], style: Style, full: bool,
-               out=sys.stdout) -> EpisodeReport:
-    """Run one scripted episode and print it turn by turn."""
+               out=None) -> EpisodeReport:
+    """Run one scripted episode and print it turn by turn (to ``out``, default stdout)."""
     from tir_envs.data.math import load_math_tasks
     from tir_envs.envs.mathcode import MathCodeEnv
     from tir_envs.rollout.policy import SamplingParams
@@ -119,7 +119,7 @@ async def play(recipe: str, task_id: str, script: list[str], style: Style, full:
     task = next(t for t in load_math_tasks("math500") if t.id == task_id)
     env = MathCodeEnv(recipe=recipe, tasks=[task])
     policy = ScriptedPolicy(script, tokenizer=env.tokenizer)
-    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p = lambda *a: print(*a, file=out or sys.stdout)  # noqa: E731
     try:
         _, info = await env.areset(options={"index": 0})
         traj = env.trajectory
@@ -186,8 +186,9 @@ def summary_table(reports: list[EpisodeReport]) -> str:
     return "\n".join([line(head), line(["─" * w for w in widths]), *map(line, rows)])
 
 
-async def run_demo(recipes: Sequence[str], color: bool, full: bool, out=sys.stdout) -> int:
+async def run_demo(recipes: Sequence[str], color: bool, full: bool, out=None) -> int:
     style = Style(color)
+    out = out or sys.stdout
     reports = []
     for recipe, task_id, script in DEMO_SCRIPTS:
         if recipe in recipes:
