@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tir_envs.rewards.math import GraderPool
-from tir_envs.rewards.math.pool import OK, TIMEOUT, TOO_LONG
+from tir_envs.rewards.math.pool import ERROR, OK, TIMEOUT, TOO_LONG
 
 TOWER = "9^{9^{9^9}}"
 
@@ -36,6 +36,14 @@ def test_pathological_input_times_out_and_pool_recovers(pool):
     # Timeouts are cached: the same pathological answer does not cost a second timeout.
     again = pool.grade(TOWER, "1", timeout_s=2)
     assert again.cached and again.status == TIMEOUT
+
+
+def test_huge_matrix_power_neither_hangs_nor_crashes(pool):
+    # Unbounded, SymPy would raise this matrix to the 10^9 with exact integers (hours, gigabytes).
+    grade = pool.grade("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}^{1000000000}", "1", timeout_s=2)
+    assert not grade.correct and grade.status in (TIMEOUT, ERROR, OK)
+    assert pool.grade("\\begin{pmatrix}1\\\\2\\end{pmatrix}",
+                      "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}").correct
 
 
 def test_overlong_answer_is_refused_without_a_worker(pool):
