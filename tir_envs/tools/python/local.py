@@ -37,7 +37,7 @@ def execution_from_reply(reply: dict, limits: Limits) -> Execution:
     """Turn a pool reply (the interpreter's own, or one the pool made up) into an Execution."""
     kind = reply.get("kind")
     details = {k: reply[k] for k in ("cpu_s", "signal", "code") if reply.get(k) is not None}
-    if kind in _KINDS:
+    if reply.get("op") == "result" and kind in _KINDS:  # the interpreter's own reply
         exe = Execution(_KINDS[kind], stdout=reply.get("stdout") or "",
                         stderr=reply.get("stderr") or "", value=reply.get("value"),
                         error=reply.get("error"), error_last_line=reply.get("error_last_line"),

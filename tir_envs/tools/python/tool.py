@@ -35,8 +35,9 @@ class PythonTool(Tool):
     * ``backend``: ``"local"`` (default: the pre-forked local pool), ``"e2b"``, ``"ray"``, or a
       ``SandboxBackend`` object; ``backend_options`` go to the backend's constructor (e.g.
       ``isolation="bwrap"``, ``spares=16`` for local).
-    * ``timeout_s``, ``memory_mb``, ``max_output_chars``: the main limits (``None`` keeps the
-      default of ``Limits``); ``limits`` sets all of them at once.
+    * ``timeout_s`` (default 10 s), ``memory_mb`` (1024), ``max_output_chars`` (8192): the
+      main limits; ``None`` keeps the value of ``limits`` (default ``Limits()``), which sets
+      every limit at once (``Limits(memory_mb=None)`` lifts the memory limit).
     * ``stateful``: ``True`` keeps variables between the calls of an episode; ``False`` runs
       every call in a fresh interpreter, like the stateless executors of ToRL and ZeroTIR.
     * ``error_style``: ``"full"`` shows the traceback trimmed to the user's frames;
@@ -49,7 +50,7 @@ class PythonTool(Tool):
 
     name = "python"
 
-    def __init__(self, backend: str | SandboxBackend = "local", timeout_s: float = 10,
+    def __init__(self, backend: str | SandboxBackend = "local", timeout_s: float | None = None,
                  memory_mb: int | None = None, max_output_chars: int | None = None,
                  stateful: bool = True, error_style: str = "full", *,
                  limits: Limits | None = None, **backend_options: Any):

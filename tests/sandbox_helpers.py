@@ -1,0 +1,116 @@
+"""Shared helpers of the sandbox tests: one pool per isolation mode for the whole test run,
+synchronous wrappers around the async tool, and host-side process inspection."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import random
+import time
+
+import pytest
+
+from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
+from tir_envs.tools.python.limits import Limits
+
+NAMESPACE_MODES = ("bwrap", "unshare")
+
+
+@functools.lru_cache(maxsize=None)
+def backend(mode: str) -> LocalBackend | str:
+    """A started local backend for ``mode``, or the reason it cannot run on this machine."""
+    b = LocalBackend(isolation=mode, spares=2)
+    try:
+        info = b.pool.wait_ready(timeout=180)
+    except SandboxUnavailable as e:
+        return str(e)
+    if info["isolation"] != mode:
+        return f"asked for {mode}, got {info['isolation']}"
+    return b
+
+
+def backend_or_skip(mode: str) -> LocalBackend:
+    b = backend(mode)
+    if isinstance(b, str):
+        pytest.skip(f"isolation {mode!r} is not available on this machine: {b}")
+    return b
+
+
+def make_tool(mode: str = "auto", **kw) -> PythonTool:
+    if mode == "auto":
+        return PythonTool(backend=LocalBackend(spares=2), **kw)
+    return PythonTool(backend=backend_or_skip(mode), **kw)
+
+
+def limited(**kw) -> Limits:
+    return Limits(**kw)
+
+
+def call(tool: PythonTool, code, session=None):
+    """One tool call from synchronous test code (each on a fresh event loop, on purpose)."""
+    return asyncio.run(tool.call({"code": code}, session))
+
+
+def open_session(tool: PythonTool):
+    return asyncio.run(tool.open_session())
+
+
+def close_session(tool: PythonTool, session) -> None:
+    asyncio.run(tool.close_session(session))
+
+
+def marker() -> str:
+    """Twelve random digits: ``sleep 3000.<marker>`` carries them in its command line."""
+    return str(random.SystemRandom().randrange(10**11, 10**12))
+
+
+def pids_with(mark: str) -> list[int]:
+    """Host pids whose command line contains ``mark``."""
+    found = []
+    needle = mark.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if needle in f.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(mark: str, timeout: float = 10.0) -> list[int]:
+    """Wait until no host process carries ``mark``; return the survivors (empty: all gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = pids_with(mark)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def wait_present(mark: str, timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = pids_with(mark)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def background_sleep_code(mark: str) -> str:
+    """Cell that leaves a daemonised ``sleep 3000.<mark>`` behind (double fork + setsid, so
+    it is nobody's child in the session any more); prints 'started'."""
+    return (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', '3000.{mark}'])\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "time.sleep(0.2)\n"
+        "print('started')\n"
+    )
