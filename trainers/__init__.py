@@ -1,0 +1,1 @@
+"""Trainers that consume ``tir_envs`` trajectories: ``trainers.grpo`` (bundled GRPO)."""

@@ -1,0 +1,75 @@
+"""``python -m trainers.grpo --config FILE [section.key=value ...]``: train with GRPO.
+
+Examples::
+
+    python -m trainers.grpo --config trainers/grpo/configs/toy.yaml
+    python -m trainers.grpo --config trainers/grpo/configs/zerotir_math.yaml \\
+        model.path=/models/Qwen2.5-Math-1.5B rollout.backend=vllm train.steps=200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    bundled = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.grpo", description="Train a policy on a tir/* env with GRPO.",
+        epilog=f"Bundled configs (trainers/grpo/configs, or pass just the name): {bundled}")
+    parser.add_argument("--config", help="YAML/JSON config file, or a bundled config's name")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config as JSON and exit")
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value",
+                        help="override config values, e.g. optim.lr=1e-6 algorithm.kl_coef=0")
+    return parser
+
+
+def resolve_config_path(name: str | None) -> Path | None:
+    if name is None:
+        return None
+    path = Path(name)
+    if path.exists():
+        return path
+    bundled = CONFIG_DIR / f"{name}.yaml"
+    if bundled.exists():
+        return bundled
+    raise SystemExit(f"--config {name!r}: no such file, and no bundled config of that name "
+                     f"(have: {', '.join(sorted(p.stem for p in CONFIG_DIR.glob('*.yaml')))})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trainers.grpo.config import GRPOConfig
+
+    args = build_parser().parse_args(argv)
+    try:
+        config = GRPOConfig.load(resolve_config_path(args.config), args.overrides)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps(config.to_dict(), indent=2))
+        return 0
+    from trainers.grpo.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(config)
+    try:
+        for record in trainer.train():
+            keys = ("reward/mean", "accuracy", "code_ratio", "response_length", "kl",
+                    "clip_frac", "entropy", "time/step_s")
+            print(json.dumps({"step": record["step"],
+                              **{k: round(record[k], 4) for k in keys
+                                 if isinstance(record.get(k), float)}}), flush=True)
+    finally:
+        trainer.close()
+    print(f"metrics: {trainer.logger.path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

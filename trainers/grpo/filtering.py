@@ -1,0 +1,139 @@
+"""Which trajectories and groups a GRPO step trains on.
+
+* Trajectories are **excluded** (kept in the batch for statistics, zero loss) when their
+  environment failed (``infra_failed``: a sandbox died, a retriever was down — not the model's
+  fault) or when they are **void**: no tool call and no answer (ZeroTIR masks these).
+* Groups are **kept** only if their accuracy lies in a band: all-right and all-wrong groups give
+  zero advantage everywhere, and near-saturated ones give little.  ZeroTIR keeps [0.2, 0.8];
+  RITE keeps pass rates in [0.1, 0.9].
+* ``fill_batch`` keeps sampling fresh groups until the batch is full again (DAPO-style refill).
+
+Envs say whether an answer was given with a ``has_answer`` (or ``answered``) entry in the
+trajectory's ``reward_components`` or ``metadata``; without it, a trajectory is never void.
+Correctness comes from a ``correct`` (or ``accuracy``) component, else ``reward >= threshold``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from tir_envs.trajectory import Trajectory
+
+BAND_PRESETS = {"zerotir": (0.2, 0.8), "rite": (0.1, 0.9), "nonzero_var": (1e-9, 1 - 1e-9)}
+
+
+@dataclass
+class Group:
+    """The G samples of one task: the unit of group-relative advantages and of filtering."""
+
+    key: str
+    trajectories: list[Trajectory]
+    excluded: list[str | None] = field(default_factory=list)  # per trajectory: why, or None
+
+    @property
+    def valid(self) -> list[bool]:
+        return [reason is None for reason in self.excluded] or [True] * len(self.trajectories)
+
+
+def _flag(traj: Trajectory, *names: str) -> Any:
+    for source in (traj.reward_components, traj.metadata):
+        for name in names:
+            if name in source:
+                return source[name]
+    return None
+
+
+def has_answer(traj: Trajectory) -> bool | None:
+    """Whether the policy gave an answer, as the env reported it (``None``: not reported)."""
+    flag = _flag(traj, "has_answer", "answered")
+    return None if flag is None else bool(flag)
+
+
+def is_correct(traj: Trajectory, threshold: float = 1.0) -> bool:
+    """Correctness: the env's ``correct``/``accuracy`` component, else ``reward >= threshold``."""
+    flag = _flag(traj, "correct", "accuracy")
+    return bool(flag >= 0.5) if flag is not None else traj.reward >= threshold
+
+
+def exclusion_reason(traj: Trajectory, mask_void: bool = True, mask_infra: bool = True
+                     ) -> str | None:
+    """``"infra"``, ``"void"`` or ``None`` (train on it)."""
+    if mask_infra and traj.infra_failed:
+        return "infra"
+    if mask_void and traj.num_tool_calls == 0 and has_answer(traj) is False:
+        return "void"
+    return None
+
+
+def mark_exclusions(group: Group, mask_void: bool = True, mask_infra: bool = True) -> Group:
+    group.excluded = [exclusion_reason(t, mask_void, mask_infra) for t in group.trajectories]
+    return group
+
+
+@dataclass(frozen=True)
+class AccuracyBand:
+    """Keep a group when ``low <= accuracy <= high`` over its valid members."""
+
+    low: float = 0.0
+    high: float = 1.0
+    threshold: float = 1.0  # reward at or above which a trajectory counts as correct
+
+    def __post_init__(self):
+        if not 0.0 <= self.low <= self.high <= 1.0:
+            raise ValueError(f"accuracy band must satisfy 0 <= low <= high <= 1, got "
+                             f"[{self.low}, {self.high}]")
+
+    @classmethod
+    def parse(cls, spec: Any, threshold: float = 1.0) -> "AccuracyBand | None":
+        """``None``/``"none"`` (no filter), a preset name (``zerotir``, ``rite``,
+        ``nonzero_var``) or ``[low, high]``."""
+        if spec is None or spec == "none":
+            return None
+        if isinstance(spec, str):
+            if spec not in BAND_PRESETS:
+                raise ValueError(f"unknown accuracy band {spec!r}; use one of "
+                                 f"{sorted(BAND_PRESETS)}, [low, high] or none")
+            return cls(*BAND_PRESETS[spec], threshold=threshold)
+        if isinstance(spec, (list, tuple)) and len(spec) == 2:
+            return cls(float(spec[0]), float(spec[1]), threshold=threshold)
+        raise ValueError(f"accuracy band must be a preset name, [low, high] or none; got {spec!r}")
+
+    def accuracy(self, group: Group) -> float | None:
+        hits = [is_correct(t, self.threshold) for t, ok in zip(group.trajectories, group.valid)
+                if ok]
+        return sum(hits) / len(hits) if hits else None
+
+    def keep(self, group: Group) -> bool:
+        acc = self.accuracy(group)
+        return acc is not None and self.low <= acc <= self.high
+
+
+@dataclass
+class FillResult:
+    groups: list[Group]       # the kept groups, at most ``need``
+    sampled: list[Group]      # every group rolled out (for metrics)
+    rounds: int
+
+
+def fill_batch(sample: Callable[[int], Sequence[Group]], need: int,
+               keep: Callable[[Group], bool] | None = None, max_rounds: int = 4,
+               oversample: float = 1.0) -> FillResult:
+    """Roll out groups until ``need`` pass ``keep`` or ``max_rounds`` rounds were spent.
+
+    ``sample(n)`` rolls out ``n`` fresh groups.  Each round asks for the missing count times
+    ``oversample`` (so a filter that rejects half the groups needs ``oversample=2`` for one
+    round).  If the rounds run out the batch is smaller; the trainer logs how full it was.
+    """
+    if need < 1:
+        raise ValueError(f"need must be >= 1, got {need}")
+    kept: list[Group] = []
+    sampled: list[Group] = []
+    rounds = 0
+    while len(kept) < need and rounds < max(1, max_rounds):
+        ask = max(1, int(round((need - len(kept)) * max(oversample, 1.0))))
+        fresh = list(sample(ask))
+        sampled.extend(fresh)
+        kept.extend(g for g in fresh if keep is None or keep(g))
+        rounds += 1
+    return FillResult(kept[:need], sampled, rounds)

@@ -1,0 +1,292 @@
+"""The GRPO loop: roll out groups with the rollout engine, filter, score, update, sync, log.
+
+One step:
+  1. ``fill_batch``: ``tasks_per_step`` tasks × ``samples_per_task`` episodes through
+     ``tir_envs.rollout.collect``; void and infra-failed episodes are marked; groups outside the
+     accuracy band are dropped and fresh tasks rolled out until the batch is full again.
+  2. ``build_batch``: group-relative advantages (GRPO or Dr. GRPO) and padded tensors.
+  3. ``update``: ``ppo_epochs`` passes over mini-batches; each mini-batch is one optimizer step,
+     accumulated over micro-batches with the mini-batch's own loss divisor.
+  4. Weight sync: ``HFPolicy`` generates from the trained model object itself (nothing to do);
+     ``VLLMPolicy`` gets the new weights with ``update_weights``.
+  5. Metrics to ``metrics.jsonl`` (+ TensorBoard / W&B); a checkpoint every ``save_every``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from tir_envs.rollout import SamplingParams, collect
+from trainers.grpo.batch import TrainBatch, build_batch
+from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainers.grpo.config import GRPOConfig
+from trainers.grpo.filtering import AccuracyBand, Group, fill_batch, mark_exclusions
+from trainers.grpo.logprobs import token_logprobs
+from trainers.grpo.loss import default_denominator, policy_loss
+from trainers.grpo.metrics import MetricsLogger, rollout_metrics
+from trainers.grpo.modeling import (autocast, frozen_copy, import_object, load_model,
+                                    load_tokenizer, resolve_device)
+from trainers.grpo.tasks import TaskStream, load_tasks
+
+
+def env_factory(env_id: str, kwargs: dict[str, Any], tokenizer) -> Callable[[], Any]:
+    """A factory of fresh envs: a registered ``tir/*`` id or ``"module:Class"``, built with the
+    trainer's tokenizer unless ``kwargs`` names one (policy and env must share token ids)."""
+    kwargs = dict(kwargs)
+    kwargs.setdefault("tokenizer", tokenizer)
+    if ":" in env_id and not env_id.startswith("tir/"):
+        cls = import_object(env_id)
+        return lambda: cls(**kwargs)
+    from tir_envs.registry import make
+    return lambda: make(env_id, **kwargs)
+
+
+class GRPOTrainer:
+    """Train a policy on a ``tir/*`` env with GRPO (see the module docstring).
+
+    Everything comes from ``config``; ``model``, ``tokenizer``, ``env`` (an id or a factory),
+    ``tasks`` and ``policy`` may be passed in to override it (tests, notebooks).
+    """
+
+    def __init__(self, config: GRPOConfig, model=None, tokenizer=None,
+                 env: str | Callable[[], Any] | None = None, tasks: Sequence[Any] | None = None,
+                 policy=None):
+        c = self.config = config
+        torch.manual_seed(c.train.seed)
+        self.device = resolve_device(c.model.device)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(c.model)
+        self.model = model if model is not None else load_model(c.model, self.tokenizer,
+                                                                self.device)
+        self.ref_model = frozen_copy(self.model) if c.algorithm.kl_coef > 0 else None
+        self.make_env = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
+                                                               self.tokenizer)
+        self.tasks = TaskStream(tasks if tasks is not None else load_tasks(
+            c.data.path, c.data.split, c.data.limit, self.make_env), c.data.shuffle, c.train.seed)
+        self.band = AccuracyBand.parse(c.algorithm.accuracy_band, c.algorithm.correct_threshold)
+        self.optimizer = torch.optim.AdamW(
+            [p for p in self.model.parameters() if p.requires_grad], lr=c.optim.lr,
+            betas=tuple(c.optim.betas), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
+        warmup = max(c.optim.warmup_steps, 0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+        self.policy = policy if policy is not None else self._make_policy()
+        self.pad_id = _pad_id(self.tokenizer)
+        self.out_dir = Path(c.train.output_dir)
+        self.step = 0
+        self.history: list[dict[str, Any]] = []
+        if c.train.resume:
+            self.resume()
+        self.logger = MetricsLogger(self.out_dir, c.train.tensorboard, c.train.wandb_project,
+                                    c.to_dict())
+        self.logger.truncate_after(self.step)
+
+    # ------------------------------------------------------------------ setup
+    def _make_policy(self):
+        c = self.config
+        if c.rollout.backend == "transformers":
+            from tir_envs.rollout import HFPolicy
+            return HFPolicy(self.model, self.tokenizer, max_batch_size=c.rollout.max_batch_size)
+        from tir_envs.rollout import VLLMPolicy
+        path = c.model.path
+        if path is None or not Path(path).is_dir():  # vLLM loads from disk: write the weights
+            path = str(Path(c.train.output_dir) / "initial_model")
+            self.model.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
+        return VLLMPolicy(path, tokenizer=self.tokenizer, **c.rollout.vllm)
+
+    def resume(self) -> bool:
+        """Continue from the newest checkpoint under ``output_dir/checkpoints`` (if any)."""
+        path = latest_checkpoint(self.out_dir / "checkpoints")
+        if path is None:
+            return False
+        state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
+        self.step = int(state["step"])
+        self.tasks.load_state_dict(state["tasks"])
+        self.sync_weights()
+        return True
+
+    def save(self) -> Path:
+        return save_checkpoint(self.out_dir / "checkpoints", self.step, self.model,
+                               self.optimizer, self.scheduler,
+                               {"tasks": self.tasks.state_dict(),
+                                "config": self.config.to_dict()},
+                               tokenizer=self.tokenizer, keep_last=self.config.train.keep_last)
+
+    # ------------------------------------------------------------------ loop
+    def train(self, steps: int | None = None) -> list[dict[str, Any]]:
+        """Run until ``train.steps`` (or ``steps`` more); returns this call's metrics."""
+        target = self.config.train.steps if steps is None else self.step + steps
+        every = self.config.train.save_every
+        done: list[dict[str, Any]] = []
+        try:
+            while self.step < target:
+                done.append(self.train_step())
+                if every and self.step % every == 0:
+                    self.save()
+            if not every or self.step % every:
+                self.save()
+        finally:
+            self.logger.close()
+        return done
+
+    def train_step(self) -> dict[str, Any]:
+        c = self.config
+        t0 = time.perf_counter()
+        self._generated, self._round = 0, 0
+        filled = fill_batch(self._rollout, c.rollout.tasks_per_step,
+                            self.band.keep if self.band else None,
+                            c.algorithm.max_refill_rounds, c.algorithm.oversample)
+        t1 = time.perf_counter()
+        batch = build_batch(filled.groups, self.pad_id, _scale(c.algorithm.advantage))
+        stats = self.update(batch) if batch is not None else {"skipped": 1.0}
+        t2 = time.perf_counter()
+        self.sync_weights()
+        self.step += 1
+        metrics = {**rollout_metrics(filled.sampled, c.algorithm.correct_threshold), **stats,
+                   "groups/sampled": len(filled.sampled), "groups/kept": len(filled.groups),
+                   "groups/fill": len(filled.groups) / c.rollout.tasks_per_step,
+                   "refill_rounds": filled.rounds, "lr": self.scheduler.get_last_lr()[0],
+                   "time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
+                   "time/step_s": time.perf_counter() - t0,
+                   "throughput/rollout_tokens_per_s": self._generated / max(t1 - t0, 1e-9)}
+        self.logger.log(self.step, metrics)
+        self.history.append({"step": self.step, **metrics})
+        return self.history[-1]
+
+    def _rollout(self, n: int) -> list[Group]:
+        """``n`` fresh tasks, ``samples_per_task`` episodes each, through the rollout engine."""
+        c, r = self.config, self.config.rollout
+        self.model.eval()
+        seed = c.train.seed * 1_000_003 + self.step * 101 + self._round  # reproducible on resume
+        self._round += 1
+        sampling = SamplingParams(max_tokens=r.max_tokens, temperature=r.temperature,
+                                  top_p=r.top_p, top_k=r.top_k, seed=seed)
+        rollouts = collect(self.make_env, self.policy, self.tasks.next(n),
+                           samples_per_task=r.samples_per_task, max_concurrency=r.max_concurrency,
+                           sampling=sampling, episode_timeout_s=r.episode_timeout_s,
+                           progress=c.train.progress, mode=r.mode, seed=seed)
+        self._generated += rollouts.stats.policy_tokens
+        return [mark_exclusions(Group(f"{self.step}:{i}", g), c.algorithm.mask_void,
+                                c.algorithm.mask_infra) for i, g in enumerate(rollouts.groups())]
+
+    # ------------------------------------------------------------------ update
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        """``ppo_epochs`` passes of clipped-surrogate updates over ``batch``."""
+        a = self.config.algorithm
+        self._fill_reference_logprobs(batch)
+        n = len(batch)
+        mini = a.mini_batch_size or n
+        totals: dict[str, float] = {}
+        tokens, t0 = 0, time.perf_counter()
+        order_rng = torch.Generator().manual_seed(self.config.train.seed + self.step)
+        self.model.train()
+        try:
+            for _ in range(a.ppo_epochs):
+                order = torch.randperm(n, generator=order_rng)
+                for start in range(0, n, mini):
+                    stats, seen = self._optimizer_step(batch, order[start:start + mini])
+                    tokens += seen
+                    for k, v in stats.items():
+                        totals[k] = totals.get(k, 0.0) + v
+        finally:
+            self.model.eval()
+        self.scheduler.step()
+        steps = a.ppo_epochs * math.ceil(n / mini)
+        out = {k: v / steps for k, v in totals.items()}
+        elapsed = time.perf_counter() - t0
+        out.update({"train/sequences": n, "train/tokens": tokens / a.ppo_epochs,
+                    "train/loss_tokens": float(batch.loss_mask.sum()),
+                    "throughput/train_tokens_per_s": tokens / max(elapsed, 1e-9)})
+        return out
+
+    def _optimizer_step(self, batch: TrainBatch, rows: torch.Tensor) -> tuple[dict, int]:
+        """One optimizer step over ``rows``, accumulated over micro-batches."""
+        a = self.config.algorithm
+        max_len = a.max_len or self.config.rollout.max_tokens
+        denom = default_denominator(batch.loss_mask[rows], a.aggregation, max_len)
+        weight = float(batch.loss_mask[rows].sum()) or 1.0
+        sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "entropy": 0.0}
+        seen = 0
+        for start in range(0, len(rows), a.micro_batch_size):
+            mb = batch.rows(rows[start:start + a.micro_batch_size]).to(self.device)
+            with autocast(self.device, self.config.model.dtype):
+                logp, ent = token_logprobs(self.model, mb.input_ids, mb.attention_mask,
+                                           self.config.rollout.temperature,
+                                           first=int(mb.prompt_lengths.min()), with_entropy=True)
+            loss, st = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask,
+                                   mb.ref_logprobs, clip_low=a.clip_low, clip_high=a.clip_high,
+                                   kl_coef=a.kl_coef, aggregation=a.aggregation,
+                                   denominator=denom, max_len=max_len)
+            loss.backward()
+            share = float(mb.loss_mask.sum()) / weight
+            sums["loss"] += float(loss.detach())
+            for k in ("clip_frac", "kl", "ratio"):
+                sums[k] += st[k] * share
+            sums["entropy"] += float((ent * mb.loss_mask).sum()) / weight
+            seen += mb.num_tokens
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        clip = self.config.optim.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip and clip > 0 else float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums["grad_norm"] = float(norm)
+        return sums, seen
+
+    @torch.no_grad()
+    def _fill_reference_logprobs(self, batch: TrainBatch) -> None:
+        """Old logprobs when the sampler gave none (or they are not to be used), and the frozen
+        reference's logprobs when the KL term is on, computed before any weight changes."""
+        a = self.config.algorithm
+        recompute = not (a.use_sampler_logprobs and batch.has_sampler_logprobs)
+        if not recompute and self.ref_model is None:
+            return
+        if self.ref_model is not None:
+            batch.ref_logprobs = torch.zeros_like(batch.old_logprobs)
+        self.model.eval()
+        for start in range(0, len(batch), a.micro_batch_size):
+            idx = torch.arange(start, min(start + a.micro_batch_size, len(batch)))
+            mb = batch.rows(idx).to(self.device)
+            width = mb.input_ids.shape[1]
+            first = int(mb.prompt_lengths.min())
+            with autocast(self.device, self.config.model.dtype):
+                if recompute:
+                    lp, _ = token_logprobs(self.model, mb.input_ids, mb.attention_mask,
+                                           self.config.rollout.temperature, first)
+                    batch.old_logprobs[idx, :width] = lp.float().cpu()
+                if self.ref_model is not None:
+                    lp, _ = token_logprobs(self.ref_model, mb.input_ids, mb.attention_mask,
+                                           self.config.rollout.temperature, first)
+                    batch.ref_logprobs[idx, :width] = lp.float().cpu()
+
+    # ------------------------------------------------------------------ weights
+    def sync_weights(self) -> None:
+        """Push the trained weights to a generator that holds its own copy (vLLM)."""
+        if getattr(self.policy, "model", None) is self.model:
+            return  # HFPolicy: generates from this very object
+        push = getattr(self.policy, "update_weights", None)
+        if push is None:
+            return
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        push((name, t.detach().to(dtype)) for name, t in self.model.state_dict().items())
+
+    def close(self) -> None:
+        closer = getattr(self.policy, "close", None)
+        if closer is not None:
+            closer()
+
+
+def _scale(advantage: str) -> str:
+    return "std" if advantage == "grpo" else "none"
+
+
+def _pad_id(tokenizer) -> int:
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
