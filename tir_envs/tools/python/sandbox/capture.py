@@ -1,10 +1,10 @@
 """Bounded capture of what code prints.
 
-Python-level writes (``print``, ``sys.stderr.write``) go to a ``CappedText`` stream that keeps
-the head and the tail and only counts the middle, so printing a gigabyte costs a loop, not a
-gigabyte.  Writes that bypass ``sys.stdout`` (a subprocess, C code, ``os.write(1, ...)``) land
-in an in-memory file on fd 1/2 whose size ``RLIMIT_FSIZE`` bounds; ``read_fd`` takes the head
-and tail of it.  The cut is always marked in the text.
+Fd 1 and 2 of a session are in-memory files (``memfd``): whatever writes there (a subprocess,
+C code, ``os.write``) is captured in order, up to ``RLIMIT_FSIZE``, and ``read_fd`` takes the
+head and the tail of it.  Python-level writes (``print``) go through a ``CappedText`` stream
+that writes the head to the same fd, then keeps only a tail in memory and counts the middle,
+so printing a gigabyte costs a loop, not a gigabyte.  The cut is always marked in the text.
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ class _BytesView:
 
 
 class CappedText(io.TextIOBase):
-    """A text stream that keeps ``limit`` characters (head + tail) and counts the rest."""
+    """``sys.stdout``/``sys.stderr`` of a session.
+
+    The first ``limit - limit // 4`` characters are written straight to the stream's fd (the
+    in-memory file that also receives subprocess output), so output keeps its order.  After
+    that only the last ``limit // 4`` characters are kept, in memory, and the rest is counted.
+    """
 
     def __init__(self, limit: int, fd: int):
         super().__init__()
@@ -57,14 +62,11 @@ class CappedText(io.TextIOBase):
     def reset(self, limit: int) -> None:
         self.limit = max(1, int(limit))
         self._tail_limit = self.limit // 4
-        self._head_limit = self.limit - self._tail_limit
-        self._head: list[str] = []
-        self._head_len = 0
+        self._head_room = self.limit - self._tail_limit
         self._tail: list[str] = []
         self._tail_len = 0
         self.dropped = 0
 
-    # io.TextIOBase protocol -------------------------------------------------------------
     encoding = "utf-8"
     errors = "replace"
 
@@ -88,12 +90,15 @@ class CappedText(io.TextIOBase):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         n = len(s)
-        room = self._head_limit - self._head_len
-        if room > 0:
-            part = s[:room]
-            self._head.append(part)
-            self._head_len += len(part)
-            s = s[room:]
+        if self._head_room > 0 and s:
+            part = s[:self._head_room]
+            try:
+                os.write(self._fd, part.encode("utf-8", "replace"))
+            except OSError:  # fd closed by the code, or the file-size limit: keep in memory
+                self._head_room = 0
+            else:
+                self._head_room -= len(part)
+                s = s[len(part):]
         if s:
             self._tail.append(s)
             self._tail_len += len(s)
@@ -107,14 +112,10 @@ class CappedText(io.TextIOBase):
         self.dropped += len(joined) - len(keep)
         self._tail, self._tail_len = [keep], len(keep)
 
-    def getvalue(self) -> tuple[str, int]:
-        """The captured text with the cut marked, and how many characters were dropped."""
+    def overflow(self) -> tuple[str, int]:
+        """What did not fit in the head: (kept tail, number of characters dropped)."""
         self._trim_tail()
-        head = "".join(self._head)
-        tail = "".join(self._tail)
-        if self.dropped:
-            return head + marker(self.dropped) + tail, self.dropped
-        return head + tail, 0
+        return "".join(self._tail), self.dropped
 
 
 def reset_fd(fd: int) -> None:

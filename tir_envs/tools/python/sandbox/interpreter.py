@@ -165,16 +165,19 @@ class Interpreter:
         return capture.truncate_text(capture.sanitize(text), limit)
 
     def _streams(self, limit: int):
-        """(text, dropped) of stdout and stderr: Python-level writes, then fd-level ones."""
+        """(text, dropped) of stdout and stderr: the fd's file, then the Python-level
+        overflow that did not fit in it."""
         result = []
         for stream, fd in ((self.stdout, 1), (self.stderr, 2)):
-            text, dropped = stream.getvalue()
-            raw, raw_dropped = capture.read_fd(fd, limit)
-            if raw:
-                text, dropped = text + raw, dropped + raw_dropped
-                if len(text) > limit + 200:
-                    text, extra = capture.truncate_text(text, limit)
-                    dropped += extra
+            text, dropped = capture.read_fd(fd, limit)
+            tail, tail_dropped = stream.overflow()
+            if tail_dropped:
+                text += capture.marker(tail_dropped)
+            text += tail
+            dropped += tail_dropped
+            if len(text) > limit + 200:
+                text, extra = capture.truncate_text(text, limit)
+                dropped += extra
             result.append((capture.sanitize(text), dropped))
         return result
 
