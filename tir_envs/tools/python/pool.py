@@ -39,7 +39,6 @@ MAX_REPLY = 16 * 1024 * 1024
 MAX_INFLIGHT_SPAWNS = 8
 EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
 CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
-UNRESPONSIVE_S = 30.0    # a session ended this long ago and never reported gone: fork server hung
 START_FAILURES_BEFORE_BACKOFF = 3
 BACKOFF_S = 10.0
 
@@ -65,6 +64,8 @@ class PoolConfig:
     * ``disk_mb``: size of each session's private ``/tmp``.
     * ``interrupt_grace_s``: after a timeout, how long an interrupted cell may take to stop
       before the session is killed.
+    * ``unresponsive_s``: a session we ended and the fork server never reported gone after
+      this long means the fork server is hung: it is killed and restarted.
     """
 
     isolation: str = "auto"
@@ -77,6 +78,7 @@ class PoolConfig:
     start_timeout_s: float = 180.0
     ready_timeout_s: float = 60.0
     open_timeout_s: float = 180.0
+    unresponsive_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", *launcher.MODES):
@@ -546,7 +548,7 @@ class SandboxPool:
         if handle.state not in ("dead", "closing", "closed"):
             self._mark_dead(handle, reason)
         self._signal(handle, "TERM")
-        self.reactor.call_later(UNRESPONSIVE_S, self._check_exited, handle)
+        self.reactor.call_later(self.config.unresponsive_s, self._check_exited, handle)
 
     def _close(self, handle: SessionHandle, fut: cf.Future) -> None:
         if not fut.set_running_or_notify_cancel():
@@ -572,7 +574,7 @@ class SandboxPool:
             handle.close_futures.append(fut)
             self._signal(handle, "TERM")
             handle.timer = self.reactor.call_later(CLOSE_WAIT_S, self._settle_close, handle)
-            self.reactor.call_later(UNRESPONSIVE_S, self._check_exited, handle)
+            self.reactor.call_later(self.config.unresponsive_s, self._check_exited, handle)
         self._top_up()
 
     def _check_exited(self, handle: SessionHandle) -> None:

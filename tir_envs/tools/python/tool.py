@@ -110,7 +110,7 @@ class PythonTool(Tool):
             exe = await self._run_in(session, code)
         else:
             exe = await self._run_once(code)
-        meta = {**exe.metadata(), **self.backend.describe()}
+        meta = {**self.backend.describe(), **exe.metadata()}
         return ToolResult(exe.render(self.error_style), exe.status,
                           time.perf_counter() - start, meta)
 
