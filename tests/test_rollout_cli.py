@@ -17,8 +17,9 @@ ENV_ID = "test/Lookup-v0"
 @pytest.fixture(autouse=True)
 def lookup_env_id(monkeypatch):
     monkeypatch.setitem(registry.ENV_SPECS, ENV_ID, "tests.fixtures.rollout_envs:LookupEnv")
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="tests.fixtures.rollout_envs:LookupEnv")
+    gym.register(id=ENV_ID, entry_point="tests.fixtures.rollout_envs:LookupEnv")
+    yield
+    gym.registry.pop(ENV_ID, None)
 
 
 @pytest.fixture()
