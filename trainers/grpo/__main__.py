@@ -67,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
                                  if isinstance(record.get(k), float)}}), flush=True)
     finally:
         trainer.close()
-    print(f"metrics: {trainer.logger.path}", file=sys.stderr)
+    from trainers.grpo.curve import save_curve
+    from trainers.grpo.metrics import read_metrics
+
+    paths = save_curve(read_metrics(trainer.logger.path), trainer.out_dir)
+    print(f"metrics: {trainer.logger.path}\ncurve: {paths['svg']}", file=sys.stderr)
     return 0
 
 

@@ -76,16 +76,28 @@ def load_model(cfg: ModelConfig, tokenizer, device: torch.device):
                          f"tokenizer's ({len(tokenizer)}); use the model's own tokenizer")
     model.to(device)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False})
+        set_checkpointing(model, True)
     return model.eval()
+
+
+def set_checkpointing(model, on: bool) -> None:
+    """Recompute activations in backward (less memory, ~1/3 more compute).  transformers 5
+    calls it activation checkpointing; older versions gradient checkpointing."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        if on:
+            model.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            model.activation_checkpointing_disable()
+    elif on:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_disable()
 
 
 def frozen_copy(model):
     """A frozen reference policy (for the KL term): same weights, no gradients."""
     ref = copy.deepcopy(model)
-    if getattr(ref, "is_gradient_checkpointing", False):
-        ref.gradient_checkpointing_disable()
+    set_checkpointing(ref, False)
     for p in ref.parameters():
         p.requires_grad_(False)
     return ref.eval()

@@ -78,6 +78,7 @@ class GRPOTrainer:
         self.pad_id = _pad_id(self.tokenizer)
         self.out_dir = Path(c.train.output_dir)
         self.step = 0
+        self._generated, self._round = 0, 0  # per step: policy tokens, rollout rounds
         self.history: list[dict[str, Any]] = []
         if c.train.resume:
             self.resume()
