@@ -1,0 +1,164 @@
+"""The sandbox's pure pieces, without processes: wire format, output capture, limits, the
+launcher's allow-list, result rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.python import Execution, Limits, PoolConfig
+from tir_envs.tools.python.launcher import (MODES, _bwrap_args, _dedupe, allowed_paths,
+                                            launch_spec, sandbox_env)
+from tir_envs.tools.python.local import execution_from_reply
+from tir_envs.tools.python.sandbox import capture, protocol
+
+REPO = Path(__file__).resolve().parents[1]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(frames=st.lists(json_values, max_size=5), cut=st.integers(min_value=1, max_value=7))
+def test_frames_survive_any_chunking(frames, cut):
+    data = b"".join(protocol.encode(f) for f in frames)
+    dec, out = protocol.Decoder(), []
+    for i in range(0, len(data), cut):
+        out += dec.feed(data[i:i + cut])
+    assert out == frames and dec.pending == 0
+
+
+def test_decoder_refuses_oversized_and_invalid_frames():
+    with pytest.raises(protocol.ProtocolError, match="exceeds"):
+        protocol.Decoder(max_frame=10).feed(protocol.HEADER.pack(11) + b"x" * 11)
+    with pytest.raises(protocol.ProtocolError, match="invalid JSON"):
+        protocol.Decoder().feed(protocol.HEADER.pack(3) + b"{x}")
+
+
+def test_lone_surrogates_travel_and_are_sanitized():
+    frame = protocol.encode({"s": "\ud800x"})
+    assert protocol.Decoder().feed(frame) == [{"s": "\ud800x"}]
+    assert capture.sanitize("\ud800x") == "?x"
+
+
+def test_truncate_text_keeps_head_and_tail():
+    text, dropped = capture.truncate_text("a" * 60 + "b" * 1000 + "c" * 40, 100)
+    assert dropped == 1000 and text.startswith("a" * 60 + "b" * 15) and text.endswith("c" * 25)
+    assert "[1000 characters truncated]" in text
+    assert capture.truncate_text("short", 100) == ("short", 0)
+
+
+def test_capped_stream_writes_head_to_fd_and_keeps_tail():
+    fd = os.memfd_create("t")
+    try:
+        stream = capture.CappedText(100, fd)
+        for i in range(1000):
+            stream.write(f"{i:04d}\n")
+        head, _ = capture.read_fd(fd, 100)
+        tail, dropped = stream.overflow()
+        assert head.startswith("0000\n0001\n") and len(head) == 75
+        assert tail.endswith("0999\n") and len(tail) == 25
+        assert dropped == 5000 - 100
+        with pytest.raises(TypeError):
+            stream.write(b"bytes")
+        stream.buffer.write(b"ok")
+        capture.reset_fd(fd)
+        assert capture.read_fd(fd, 100) == ("", 0)
+    finally:
+        os.close(fd)
+
+
+def test_read_fd_cuts_large_files():
+    fd = os.memfd_create("t")
+    try:
+        os.write(fd, b"H" * 100 + b"M" * 100_000 + b"T" * 100)
+        text, dropped = capture.read_fd(fd, 200)
+        assert text.startswith("H" * 100) and text.endswith("T" * 50) and dropped > 99_000
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"timeout_s": 0}, "timeout_s"), ({"memory_mb": 1.5}, "memory_mb"),
+    ({"nproc": -1}, "nproc"), ({"nofile": 8}, "nofile"), ({"max_output_chars": 0}, "max_output"),
+    ({"cpu_s": True}, "cpu_s")])
+def test_limits_reject_bad_values(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        Limits(**kw)
+
+
+def test_limits_allow_none_to_lift_a_limit():
+    lim = Limits(memory_mb=None, nproc=None)
+    assert lim.process_limits()["memory_mb"] is None
+
+
+@pytest.mark.parametrize("kw, msg", [({"isolation": "docker"}, "isolation"),
+                                     ({"spares": -1}, "spares"), ({"max_sessions": 0}, "max_"),
+                                     ({"disk_mb": 0}, "disk_mb")])
+def test_pool_config_rejects_bad_values(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        PoolConfig(**kw)
+
+
+def test_allow_list_has_python_but_not_the_project():
+    paths = allowed_paths()
+    assert any(os.path.realpath(p) == "/usr" or p == "/usr" for p in paths)
+    for p in paths:  # nothing of the project except, possibly, a virtualenv inside it
+        if p.startswith(str(REPO) + "/"):
+            assert any((d / "pyvenv.cfg").exists() for d in [Path(p), *Path(p).parents]), p
+    args = " ".join(_bwrap_args(paths, privileged=False))
+    assert str(REPO / "tir_envs") not in args.replace(str(REPO / "tir_envs" / "tools" / "python"
+                                                          / "sandbox"), "")
+    assert "/etc" not in args.split() and "--unshare-net" in args and "--die-with-parent" in args
+
+
+def test_dedupe_keeps_outermost_paths():
+    assert _dedupe(["/usr/lib/python3", "/usr", "/opt/a/b", "/opt/a"]) == ["/usr", "/opt/a"]
+
+
+def test_launch_spec_passes_a_clean_environment():
+    spec = launch_spec("unshare", 5, ("math",), 64)
+    assert spec.env == sandbox_env() and "SECRET" not in json.dumps(spec.env)
+    config = json.loads(spec.argv[-1])
+    assert config["ctrl_fd"] == 5 and config["isolation"] == "unshare"
+    assert config["new_root"] not in ("/usr", "/")
+    with pytest.raises(ValueError, match="isolation"):
+        launch_spec("docker", 5, (), 64)
+    assert MODES == ("bwrap", "unshare", "rlimits")
+
+
+def test_execution_renders_per_error_style():
+    exe = Execution(ToolStatus.ERROR, stdout="out\n", stderr="warn\n",
+                    error="Traceback (most recent call last):\n  ...\nValueError: bad",
+                    error_last_line="ValueError: bad")
+    assert exe.render("full") == "out\nwarn\nTraceback (most recent call last):\n  ...\nValueError: bad"
+    assert exe.render("last_line") == "out\nwarn\nValueError: bad"
+    ok = Execution(ToolStatus.OK, stdout="1\n", value="2")
+    assert ok.render() == "1\n2"
+
+
+@pytest.mark.parametrize("reply, status, lost, words", [
+    ({"kind": "timeout", "lost": True}, ToolStatus.TIMEOUT, True, "time limit"),
+    ({"kind": "killed", "lost": True, "signal": 9}, ToolStatus.KILLED, True, "SIGKILL"),
+    ({"kind": "killed", "lost": True, "code": 3}, ToolStatus.KILLED, True, "code 3"),
+    ({"kind": "killed", "lost": True, "signal": 9, "timed_out": True}, ToolStatus.TIMEOUT, True,
+     "time limit"),
+    ({"kind": "protocol", "lost": True}, ToolStatus.KILLED, True, "malformed"),
+    ({"kind": "infra", "lost": True, "error": "boom"}, ToolStatus.INFRA_ERROR, True, "boom"),
+    ({"op": "result", "kind": "memory", "error": "MemoryError", "error_last_line": "MemoryError"},
+     ToolStatus.KILLED, False, "MemoryError"),
+    ({"op": "result", "kind": "timeout", "error": "Traceback (most recent call last):\n  x\n"
+                                                  "KeyboardInterrupt"},
+     ToolStatus.TIMEOUT, False, "TimeoutError"),
+])
+def test_pool_replies_map_to_statuses(reply, status, lost, words):
+    exe = execution_from_reply(reply, Limits(timeout_s=2))
+    assert exe.status == status and exe.lost_state == lost and words in exe.render()
+    assert "KeyboardInterrupt" not in exe.render()
