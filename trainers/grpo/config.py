@@ -33,6 +33,8 @@ class EnvConfig:
 @dataclass
 class DataConfig:
     path: str | None = None              # JSONL/Parquet/HF dataset of tasks; None: the env's own
+    loader: str | None = None            # "module:function" reading path into Tasks (None: plain
+    loader_kwargs: dict[str, Any] = field(default_factory=dict)  # records via read_records)
     split: str = "train"
     limit: int | None = None             # use only the first N tasks
     shuffle: bool = True
@@ -136,10 +138,16 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"config file {str(path)!r} does not exist")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"config {str(path)!r} is not valid JSON: {exc}") from None
     elif path.suffix in (".yaml", ".yml"):
         import yaml
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"config {str(path)!r} is not valid YAML: {exc}") from None
     else:
         raise ValueError(f"config {str(path)!r}: use a .yaml, .yml or .json file")
     if not isinstance(data, dict):
@@ -205,10 +213,18 @@ def _section_type(f: dataclasses.Field) -> type | None:
     return sub if sub is not None and f.type in (sub, sub.__name__) else None
 
 
+MISSING = "???"  # a value a config leaves to the user (the recipes' model and data paths)
+
+
 def validate(c: GRPOConfig) -> None:
     """Reject values that would fail later (or silently do the wrong thing), naming the key."""
     from trainers.grpo.filtering import AccuracyBand
     from trainers.grpo.loss import AGGREGATIONS
+
+    missing = _missing(c.to_dict(), "")
+    if missing:
+        raise ValueError(f"config value(s) {missing} must be set; pass them as overrides, e.g. "
+                         f"{missing[0]}=/path/to/...")
 
     checks = [
         (c.rollout.backend in ("transformers", "vllm"), "rollout.backend",
@@ -239,6 +255,12 @@ def validate(c: GRPOConfig) -> None:
         if not ok:
             raise ValueError(f"config {key} must be {want}; got {_get(c, key)!r}")
     AccuracyBand.parse(c.algorithm.accuracy_band, c.algorithm.correct_threshold)
+
+
+def _missing(d: Any, where: str) -> list[str]:
+    if isinstance(d, dict):
+        return [k for name, v in d.items() for k in _missing(v, f"{where}{name}.")]
+    return [where.rstrip(".")] if d == MISSING else []
 
 
 def _get(c: GRPOConfig, key: str) -> Any:

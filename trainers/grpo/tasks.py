@@ -1,7 +1,9 @@
 """The tasks a run trains on, and the resumable stream that hands them out step by step.
 
-Tasks come from ``data.path`` (JSONL/Parquet/HF dataset, read with the project's loaders and
-their file:line:field errors) or, by default, from the env's own task list.  ``TaskStream``
+Tasks come from ``data.path`` or, by default, from the env's own task list.  A path is read by
+``data.loader`` when given (``"module:function"`` called as ``loader(path, **loader_kwargs)``:
+the env family's own reader, e.g. ``tir_envs.data.math:load_math_tasks``, which knows its answer
+fields), else as plain records with the project's loaders and their file:line:field errors.  ``TaskStream``
 walks them in a seeded shuffled order, epoch after epoch; its position is saved in checkpoints so
 a resumed run sees the same tasks it would have seen.
 """
@@ -16,10 +18,16 @@ from tir_envs.data.loaders import read_records
 
 
 def load_tasks(path: str | None, split: str, limit: int | None,
-               env_factory: Callable[[], Any]) -> list[Any]:
+               env_factory: Callable[[], Any], loader: str | None = None,
+               loader_kwargs: dict[str, Any] | None = None) -> list[Any]:
     """Tasks from ``path`` or the env's own, first ``limit`` of them."""
-    if path:
-        tasks: list[Any] = read_records(path, split=split)
+    if loader and not path:
+        raise ValueError(f"data.loader={loader!r} needs data.path, the file it reads")
+    if path and loader:
+        from trainers.grpo.modeling import import_object
+        tasks: list[Any] = list(import_object(loader)(path, **(loader_kwargs or {})))
+    elif path:
+        tasks = read_records(path, split=split)
     else:
         env = env_factory()
         try:

@@ -66,7 +66,8 @@ class GRPOTrainer:
         self.make_env = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
                                                                self.tokenizer)
         self.tasks = TaskStream(tasks if tasks is not None else load_tasks(
-            c.data.path, c.data.split, c.data.limit, self.make_env), c.data.shuffle, c.train.seed)
+            c.data.path, c.data.split, c.data.limit, self.make_env, c.data.loader,
+            c.data.loader_kwargs), c.data.shuffle, c.train.seed)
         self.band = AccuracyBand.parse(c.algorithm.accuracy_band, c.algorithm.correct_threshold)
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=c.optim.lr,
