@@ -53,6 +53,7 @@ def curves(tmp_path_factory):
     learned = run(tmp / "tool", tool=True, steps=MAX_STEPS, stop_at=0.9)
     control = run(tmp / "no-tool", tool=False, steps=CONTROL_STEPS)
     paths = save_curve(learned, tmp, name="toy_curve", title="toy tool task: mean reward",
+                       label="tool enabled",
                        extra=[("tool disabled", control)])
     return learned, control, paths
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 
 def save_curve(history: Sequence[dict[str, Any]], out_dir: str | Path, key: str = "reward/mean",
-               name: str = "curve", title: str | None = None,
+               name: str = "curve", title: str | None = None, label: str = "run",
                extra: Sequence[tuple[str, Sequence[dict[str, Any]]]] = ()) -> dict[str, Path]:
     """Write ``<name>.json`` (steps and values of ``key``, per run) and ``<name>.svg``.
 
@@ -16,7 +16,7 @@ def save_curve(history: Sequence[dict[str, Any]], out_dir: str | Path, key: str 
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs = [("run", history), *extra]
+    runs = [(label, history), *extra]
     series = {label: [(int(r["step"]), float(r[key])) for r in h if r.get(key) is not None]
               for label, h in runs}
     json_path, svg_path = out / f"{name}.json", out / f"{name}.svg"
