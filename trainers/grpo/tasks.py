@@ -3,9 +3,9 @@
 Tasks come from ``data.path`` or, by default, from the env's own task list.  A path is read by
 ``data.loader`` when given (``"module:function"`` called as ``loader(path, **loader_kwargs)``:
 the env family's own reader, e.g. ``tir_envs.data.math:load_math_tasks``, which knows its answer
-fields), else as plain records with the project's loaders and their file:line:field errors.  ``TaskStream``
-walks them in a seeded shuffled order, epoch after epoch; its position is saved in checkpoints so
-a resumed run sees the same tasks it would have seen.
+fields), else as plain records with the project's loaders and their file:line:field errors.
+``TaskStream`` walks them in a seeded shuffled order, epoch after epoch; its position is saved in
+checkpoints so a resumed run sees the same tasks it would have seen.
 """
 
 from __future__ import annotations
