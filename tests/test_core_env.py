@@ -260,3 +260,25 @@ def test_chat_glue_observations_are_env_tokens(qwen_tok, tool):
     im_end = qwen_tok.convert_tokens_to_ids("<|im_end|>")
     policy_im_end = [traj.loss_mask[i] for i, t in enumerate(traj.token_ids) if t == im_end]
     assert policy_im_end == [0, 0, 1, 0]  # glue, glue, the policy's own, glue
+
+
+class SlowEchoEnv(AnswerEnv):
+    """Every action calls the tool, whose latency differs run to run."""
+
+    def __init__(self, **kw):
+        super().__init__(tools=[EchoTool()], tasks=["q"], **kw)
+
+    def is_final(self, action_text, calls):
+        return False
+
+    def _begin_turn(self, ids, logprobs, text_in):
+        super()._begin_turn(ids, logprobs, text_in)
+        from tir_envs.formats import ToolCall
+        return [ToolCall("python", {"code": "x"})]
+
+
+def test_check_env_passes_when_tools_really_run(qwen_tok):
+    env = SlowEchoEnv(tokenizer=qwen_tok)
+    check_env(env, skip_render_check=True)
+    env.reset(seed=0)
+    assert env.step([1])[-1]["turn"].tool_results[0]["latency_s"] > 0

@@ -9,7 +9,6 @@ say which spans are actions and which are observations, what was called and how 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -17,9 +16,13 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 
-@dataclass
+@dataclass(eq=False)
 class Turn:
-    """One policy action and the env's answer to it.  Spans index ``Trajectory.token_ids``."""
+    """One policy action and the env's answer to it.  Spans index ``Trajectory.token_ids``.
+
+    Equality ignores measured latencies: two runs of the same episode are the same episode
+    (Gymnasium's determinism check compares step infos).
+    """
 
     index: int
     action_span: tuple[int, int]
@@ -35,6 +38,11 @@ class Turn:
     def tool_latency_s(self) -> float:
         return float(sum(r.get("latency_s", 0.0) for r in self.tool_results))
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Turn):
+            return NotImplemented
+        return _without_latency(self.to_dict()) == _without_latency(other.to_dict())
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["action_span"] = list(self.action_span)
@@ -47,6 +55,11 @@ class Turn:
         d["action_span"] = tuple(d["action_span"])
         d["observation_span"] = tuple(d.get("observation_span", (0, 0)))
         return cls(**d)
+
+
+def _without_latency(d: dict[str, Any]) -> dict[str, Any]:
+    results = [{k: v for k, v in r.items() if k != "latency_s"} for r in d["tool_results"]]
+    return {**d, "tool_results": results}
 
 
 @dataclass
@@ -220,6 +233,3 @@ def to_padded(trajectories: Sequence[Trajectory], pad_id: int = 0,
         out["token_rewards"][row, p:p + n] = t.token_rewards[:n]
     return out
 
-
-def is_finite(x: float) -> bool:
-    return not (math.isnan(x) or math.isinf(x))
