@@ -111,16 +111,21 @@ class TIREnv(gym.Env):
         self._done = True
 
     # ------------------------------------------------------------------ hooks
+    def user_message(self, task: Task) -> str:
+        """The user turn of the prompt.  Subclasses put their recipe's template here."""
+        return task.question
+
     def build_messages(self, task: Task) -> list[dict[str, str]]:
-        """Chat messages of the prompt.  Subclasses put their recipe's template here."""
+        """Chat messages of the prompt: the optional system prompt, then ``user_message``."""
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return messages + [{"role": "user", "content": task.question}]
+        return messages + [{"role": "user", "content": self.user_message(task)}]
 
     def build_prompt(self, task: Task) -> str:
-        """The prompt text: the chat template over ``build_messages``, or the raw question."""
+        """The prompt text: the chat template over ``build_messages``, or (``chat=False``)
+        the system prompt and user message as raw text, for base models."""
         if self.chat:
             return self.codec.render_chat(self.build_messages(task))
-        return (self.system_prompt + "\n\n" if self.system_prompt else "") + task.question
+        return (self.system_prompt + "\n\n" if self.system_prompt else "") + self.user_message(task)
 
     def is_final(self, action_text: str, calls: list[ToolCall]) -> bool:
         """Whether this action ends the episode.  Default: it made no tool call."""

@@ -5,31 +5,39 @@ A malformed record names the file, the line and the field, so a bad dataset is f
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 
 class DatasetError(ValueError):
     """A dataset file or record that cannot be used, with where and why."""
 
 
-def iter_jsonl(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL file, checking each has the ``required`` fields."""
+def iter_located_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` for each line of a JSONL file (``.jsonl.gz`` too); ``where`` is
+    ``file:line``, for errors raised by whoever checks the record."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as f:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield f"{path}:{lineno}", json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
                                    f"{exc.colno})") from exc
-            check_record(record, required, f"{path}:{lineno}")
-            yield record
+
+
+def iter_jsonl(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+    """Yield the records of a JSONL file, checking each has the ``required`` fields."""
+    for where, record in iter_located_jsonl(path):
+        check_record(record, required, where)
+        yield record
 
 
 def check_record(record: Any, required: Sequence[str], where: str) -> None:
@@ -69,7 +77,7 @@ def read_records(source: str | Path, required: Sequence[str] = (), split: str = 
                  **kwargs: Any) -> list[dict[str, Any]]:
     """Records from a ``.jsonl``/``.parquet`` path or, failing that, a dataset name."""
     path = Path(source)
-    if path.suffix == ".jsonl":
+    if path.suffix == ".jsonl" or path.name.endswith(".jsonl.gz"):
         return list(iter_jsonl(path, required))
     if path.suffix == ".parquet":
         if not path.is_file():

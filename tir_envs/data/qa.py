@@ -9,14 +9,12 @@ self-consistent retrieval corpus: every gold supporting paragraph is in it.
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from tir_envs.data.loaders import DatasetError, check_record, expect_count, read_records
+from tir_envs.data.loaders import DatasetError, expect_count, iter_jsonl, read_records
 from tir_envs.data.task import Task
 
 
@@ -54,27 +52,10 @@ def qa_data_dir() -> Path:
     return Path(str(resources.files("tir_envs") / "data" / "qa"))
 
 
-def iter_jsonl_gz(path: str | Path, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """Records of a gzip-compressed JSONL file, with ``file:line`` errors like ``iter_jsonl``."""
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            check_record(record, required, f"{path}:{lineno}")
-            yield record
-
-
 @functools.lru_cache(maxsize=None)
 def _shipped_records(name: str) -> tuple[dict[str, Any], ...]:
     spec = _spec(name)
-    records = tuple(iter_jsonl_gz(qa_data_dir() / spec.file, ("question", "answer")))
+    records = tuple(iter_jsonl(qa_data_dir() / spec.file, ("question", "answer")))
     expect_count(records, spec.count, f"{spec.file} ({name})")
     return records
 
@@ -98,16 +79,14 @@ def load_qa_file(source: str | Path, limit: int | None = None, dataset: str = ""
     Each record needs ``question`` and one of ``golden_answers`` (FlashRAG / Search-R1),
     ``answers`` or ``answer`` (a string or a list of strings).
     """
-    path = Path(source)
-    rows = (list(iter_jsonl_gz(path, ("question",))) if path.suffix == ".gz"
-            else read_records(source, required=("question",)))
+    rows = read_records(source, required=("question",))
     tasks = []
     for i, row in enumerate(rows[:limit]):
         field = next((f for f in ANSWER_FIELDS if row.get(f) is not None), None)
         if field is None:
             raise DatasetError(f"{source}:record {i + 1}: no gold answer; add one of "
                                f"{list(ANSWER_FIELDS)} (has {sorted(row)})")
-        tasks.append(_task({**row, "answer": row[field]}, i, dataset or path.stem, str(source)))
+        tasks.append(_task({**row, "answer": row[field]}, i, dataset or Path(source).stem, str(source)))
     return tasks
 
 

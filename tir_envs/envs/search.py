@@ -79,15 +79,6 @@ class SearchEnv(TIREnv):
         # replace, not str.format: a template may hold other braces (JSON examples)
         return self.prompt_template.replace("{question}", search_r1_question(task.question))
 
-    def build_messages(self, task: Task) -> list[dict[str, str]]:
-        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return messages + [{"role": "user", "content": self.user_message(task)}]
-
-    def build_prompt(self, task: Task) -> str:
-        if self.chat:
-            return self.codec.render_chat(self.build_messages(task))
-        return (self.system_prompt + "\n\n" if self.system_prompt else "") + self.user_message(task)
-
     def is_final(self, action_text: str, calls: list[ToolCall]) -> bool:
         """The action answered: its first tag is ``<answer>``."""
         return self.format.first_action(action_text)[0] == "answer"

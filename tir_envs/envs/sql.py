@@ -90,15 +90,6 @@ class SQLEnv(TIREnv):
             question=task.question.strip(), max_turns=self.max_turns,
             max_rows=self.sql_tool.limits.max_rows)
 
-    def build_messages(self, task: Task) -> list[dict[str, str]]:
-        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return messages + [{"role": "user", "content": self.user_message(task)}]
-
-    def build_prompt(self, task: Task) -> str:
-        if self.chat:
-            return self.codec.render_chat(self.build_messages(task))
-        return (self.system_prompt + "\n\n" if self.system_prompt else "") + self.user_message(task)
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._scored = None
         obs, info = super().reset(seed=seed, options=options)

@@ -9,13 +9,13 @@ with ``\\boxed{}`` to the boxed answer, an AIME ``"025"`` to ``"25"``.  The orig
 from __future__ import annotations
 
 import functools
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from tir_envs.data.loaders import DatasetError, check_record, expect_count, read_records
+from tir_envs.data.loaders import (DatasetError, check_record, expect_count,
+                                    iter_located_jsonl, read_records)
 from tir_envs.data.task import Task
 from tir_envs.rewards.math.extract import extract_answer
 
@@ -76,18 +76,7 @@ def _located_records(source: str | Path, split: str, **hf_kwargs: Any
     """``(where, record)`` pairs; ``where`` is ``file:line`` (JSONL) or ``source:row i``."""
     path = Path(source)
     if path.suffix == ".jsonl":
-        if not path.is_file():
-            raise DatasetError(f"{path}: no such file")
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column "
-                                       f"{exc.colno})") from exc
-                yield f"{path}:{lineno}", record
+        yield from iter_located_jsonl(path)
         return
     label = str(source) if path.suffix == ".parquet" else f"{source}[{split}]"
     for i, record in enumerate(read_records(source, split=split, **hf_kwargs)):
