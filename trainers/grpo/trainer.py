@@ -76,6 +76,7 @@ class GRPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
         self.policy = policy if policy is not None else self._make_policy()
+        self._envs: list = []  # rollout envs, made on first use and kept warm across steps
         self.pad_id = _pad_id(self.tokenizer)
         self.out_dir = Path(c.train.output_dir)
         self.step = 0
@@ -168,7 +169,7 @@ class GRPOTrainer:
         self._round += 1
         sampling = SamplingParams(max_tokens=r.max_tokens, temperature=r.temperature,
                                   top_p=r.top_p, top_k=r.top_k, seed=seed)
-        rollouts = collect(self.make_env, self.policy, self.tasks.next(n),
+        rollouts = collect(self._rollout_envs(), self.policy, self.tasks.next(n),
                            samples_per_task=r.samples_per_task, max_concurrency=r.max_concurrency,
                            sampling=sampling, episode_timeout_s=r.episode_timeout_s,
                            progress=c.train.progress, mode=r.mode, seed=seed)
@@ -276,7 +277,17 @@ class GRPOTrainer:
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         push((name, t.detach().to(dtype)) for name, t in self.model.state_dict().items())
 
+    def _rollout_envs(self) -> list:
+        """One env per concurrent slot, made once and reused every step, so sandboxes,
+        database connections and indexes stay warm across steps."""
+        want = self.config.rollout.max_concurrency
+        self._envs.extend(self.make_env() for _ in range(want - len(self._envs)))
+        return self._envs[:want]
+
     def close(self) -> None:
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
         closer = getattr(self.policy, "close", None)
         if closer is not None:
             closer()
