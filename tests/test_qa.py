@@ -67,7 +67,7 @@ def test_reward_reads_only_the_final_action():
     # the gold in an earlier action (or in documents, never passed) earns nothing
     early = ["<answer>Denise Levertov</answer><search>q</search>", "<search>again</search>"]
     result = reward(task, Trajectory(), early)
-    assert result.value == 0.0 and result.components["answered"] == 0.0
+    assert result.value == 0.0 and result.components["has_answer"] == 0.0
     assert reward(task, Trajectory(), []).value == 0.0
     assert QAReward("f1")(task, Trajectory(), ["<answer>Levertov</answer>"]).value == \
         pytest.approx(2 / 3)

@@ -85,7 +85,7 @@ def test_scripted_episode_searches_twice_and_answers_with_exact_ledger(env, hotp
     assert traj.logprobs == [-0.5 if m else 0.0 for m in traj.loss_mask]
     assert traj.token_rewards[-1] == 1.0 and sum(traj.token_rewards) == 1.0
     assert rewards == [0.0, 0.0, 1.0] and traj.reward == 1.0
-    assert traj.reward_components == {"em": 1.0, "f1": 1.0, "answered": 1.0}
+    assert traj.reward_components == {"em": 1.0, "f1": 1.0, "correct": 1.0, "has_answer": 1.0}
     assert traj.terminated and traj.stop_reason == "answered" and not traj.infra_failed
     spans, pos = [], 0
     for ids in (a[0], o[0], a[1], o[1], a[2]):
@@ -108,7 +108,7 @@ def test_wrong_answer_scores_zero_even_if_documents_hold_the_gold(env):
     assert "Denise Levertov" in env.codec.decode(o["tokens"])
     _, reward, term, _, info = env.step(env.codec.encode("<answer>Harvey Pekar</answer>"))
     assert term and reward == 0.0
-    assert info["trajectory"].reward_components == {"em": 0.0, "f1": 0.0, "answered": 1.0}
+    assert info["trajectory"].reward_components == {"em": 0.0, "f1": 0.0, "correct": 0.0, "has_answer": 1.0}
 
 
 def test_f1_reward_and_answer_without_search(qwen_tok, hotpot):
@@ -150,7 +150,7 @@ def test_max_turns_matches_search_r1_two_rounds_then_answer(env):
     obs, reward, term, trunc, info = env.step(env.codec.encode("<search>again</search>"))
     assert trunc and not term and len(obs["tokens"]) == 0 and reward == 0.0
     traj = info["trajectory"]
-    assert traj.stop_reason == "max_turns" and traj.reward_components["answered"] == 0.0
+    assert traj.stop_reason == "max_turns" and traj.reward_components["has_answer"] == 0.0
     assert "max_turns reached" in traj.turns[-1].notes[0]
 
 

@@ -83,8 +83,8 @@ def test_episode_exact_ledger(env, qwen_tok):
     assert traj.token_rewards[-1] == 1.0 and sum(traj.token_rewards) == 1.0
     assert rewards == [0.0, 0.0, 1.0] and traj.reward == 1.0
     assert not traj.retokenized and traj.drift == 0
-    assert traj.reward_components == {"format": 1.0, "executed": 1.0, "correct": 1.0,
-                                      "timeout": 0.0, "gold_error": 0.0}
+    assert traj.reward_components == {"format": 1.0, "has_answer": 1.0, "executed": 1.0,
+                                      "correct": 1.0, "timeout": 0.0, "gold_error": 0.0}
     assert [t.status for t in traj.turns] == ["ok", "tool_error", "no_call"]
     assert traj.turns[0].tool_calls[0]["arguments"] == {
         "query": "SELECT PetID, weight FROM Pets ORDER BY PetID"}

@@ -159,7 +159,8 @@ def test_reward_components_tell_format_from_wrong(db):
     task, traj = _task(db), Trajectory()
     good = reward(task, traj, ["<solution>SELECT name FROM t WHERE grp = 'a'</solution>"], db)
     assert good.value == 1.0 and good.components == {
-        "format": 1.0, "executed": 1.0, "correct": 1.0, "timeout": 0.0, "gold_error": 0.0}
+        "format": 1.0, "has_answer": 1.0, "executed": 1.0, "correct": 1.0, "timeout": 0.0,
+        "gold_error": 0.0}
     wrong = reward(task, traj, ["<solution>SELECT name FROM t</solution>"], db)
     assert wrong.value == 0.0 and wrong.components["format"] == 1.0
     assert wrong.components["executed"] == 1.0 and wrong.components["correct"] == 0.0

@@ -88,8 +88,9 @@ def extract_answer(text: str) -> str | None:
 class QAReward:
     """Outcome reward of a QA episode: ``metric`` (``em`` or ``f1``) of the final answer.
 
-    Components (all logged): ``em``, ``f1`` and ``answered`` (1 if the final action held an
-    ``<answer>``).  The answer comes from ``actions[-1]`` only: the policy's own last turn.
+    Components (all logged): ``em``, ``f1``, ``correct`` (= ``em``) and ``has_answer`` (1 if the
+    final action held an ``<answer>``); the last two are the names every reward shares, which
+    trainers read for accuracy and void masking.  The answer comes from ``actions[-1]`` only: the policy's own last turn.
     """
 
     def __init__(self, metric: str = "em"):
@@ -101,6 +102,7 @@ class QAReward:
                  actions: Sequence[str]) -> RewardResult:
         answer = extract_answer(actions[-1]) if actions else None
         golds = gold_list(task.answer)
-        scores = {"em": exact_match(answer, golds), "f1": f1(answer, golds),
-                  "answered": float(answer is not None)}
+        em = exact_match(answer, golds)
+        scores = {"em": em, "f1": f1(answer, golds), "correct": em,
+                  "has_answer": float(answer is not None)}
         return RewardResult(scores[self.metric], scores)

@@ -276,7 +276,7 @@ class SQLReward:
     Value: ``correct_score`` on an execution match, ``wrong_score`` when the solution is
     well-formed but wrong (including SQL errors and timeouts), ``format_score`` when there is
     no well-formed ``<solution>`` (defaults 1 / 0 / -1, SkyRL-SQL's).  Components, all logged:
-    ``format`` (1 if well-formed), ``executed`` (1 if the prediction ran), ``correct``,
+    ``format`` and its shared alias ``has_answer`` (1 if well-formed), ``executed`` (1 if the prediction ran), ``correct``,
     ``timeout``, and ``gold_error`` (1 when the gold itself failed: not the policy's fault).
     """
 
@@ -290,11 +290,11 @@ class SQLReward:
         """Score the final action; ``db`` defaults to the task's ``meta['db_path']``."""
         final = actions[-1].split("<observation>", 1)[0] if actions else ""
         sql = extract_solution(final)
-        parts = {"format": 0.0, "executed": 0.0, "correct": 0.0, "timeout": 0.0,
-                 "gold_error": 0.0}
+        parts = {"format": 0.0, "has_answer": 0.0, "executed": 0.0, "correct": 0.0,
+                 "timeout": 0.0, "gold_error": 0.0}
         if sql is None:
             return RewardResult(self.format_score, parts)
-        parts["format"] = 1.0
+        parts["format"] = parts["has_answer"] = 1.0
         try:
             result = match(sql, task.answer, db or task_database(task), timeout_s=self.timeout_s)
         except GoldQueryError:
