@@ -34,7 +34,8 @@ BWRAP_PKG_ROOT = "/opt/tir-sandbox"
 DEFAULT_PRELOAD = (
     "math", "cmath", "fractions", "decimal", "itertools", "functools", "collections",
     "statistics", "random", "re", "string", "heapq", "bisect", "operator", "numbers", "json",
-    "time", "datetime", "typing", "copy", "subprocess", "numpy", "sympy", "mpmath", "scipy",
+    "time", "datetime", "typing", "copy", "subprocess", "numpy", "numpy.random", "sympy",
+    "mpmath", "scipy",
 )
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")

@@ -466,6 +466,7 @@ class SandboxPool:
             handle.state, handle.info, handle.spawning = "ready", frame, False
             self._spawning -= 1
             self._hand_out(handle)
+            self._top_up()
         elif handle.state in ("running", "interrupting") and op == "result" and handle.run:
             self._finish_run(handle, frame)
         else:

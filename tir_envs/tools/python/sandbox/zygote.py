@@ -156,6 +156,7 @@ class Zygote:
     # ------------------------------------------------------------------ sessions
     def _fork_session(self, sock_fd: int, sid: int) -> int:
         zygote_pid = os.getpid()
+        self.fork_started = time.monotonic()
         pid = os.fork()
         if pid == 0:
             try:
@@ -246,6 +247,7 @@ class Zygote:
                 os.dup2(mem, fd)
                 os.close(mem)
             self._reseed()
+            info["spawn_ms"] = round(1000 * (time.monotonic() - self.fork_started), 3)
             sock = socket.socket(fileno=3)
             interpreter.serve(sock, {"base_vm": self.base_vm, "info": info,
                                      "shared_nproc": self.mode == "rlimits"})

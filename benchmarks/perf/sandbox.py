@@ -1,0 +1,174 @@
+"""Python sandbox speed, as JSON, against a subprocess-per-call baseline in the same run.
+
+* ``latency_ms``: p50/p99 of ``print(1)`` in one warm session through ``PythonTool.call``
+  (the whole path: tool, pool, reactor thread, the sandboxed interpreter and back), next to
+  ``python -c "print(1)"`` started per call (the baseline), and the same with the
+  sandbox's scientific imports (what a stateless executor pays to have sympy at hand).
+* ``throughput``: ``print(1)`` runs per second with 1, 16, 64 and 256 sessions running
+  concurrently from one event loop, each level measured right next to the baseline (the
+  same number of concurrent ``python -c`` subprocesses), and the ratio.
+* ``stateless_runs_per_s``: fresh interpreter per call (``stateful=False``) at 64 concurrent
+  calls: open, run, close, every process gone.
+* ``session_open_ms``: opening a session when no warm spare is left (fork + namespaces).
+
+Goals (issue 3): p50 <= 2 ms, >= 5x the baseline, >= 1000 runs/s at 64 sessions on 2 cores.
+Usage: ``python benchmarks/perf/sandbox.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
+
+CODE = "print(1)"
+LEVELS = (1, 16, 64, 256)
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+async def subprocess_run(code: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    await proc.communicate()
+
+
+async def latency(tool: PythonTool, n: int) -> dict:
+    session = await tool.open_session()
+    for _ in range(50):
+        await tool.call({"code": CODE}, session)
+    sandbox = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await tool.call({"code": CODE}, session)
+        sandbox.append(1000 * (time.perf_counter() - t))
+    await tool.close_session(session)
+    base = []
+    for _ in range(max(20, n // 50)):
+        t = time.perf_counter()
+        await subprocess_run(CODE)
+        base.append(1000 * (time.perf_counter() - t))
+    imports = []
+    for _ in range(3):
+        t = time.perf_counter()
+        await subprocess_run("import numpy, sympy\nprint(1)")
+        imports.append(1000 * (time.perf_counter() - t))
+    p50, bp50 = statistics.median(sandbox), statistics.median(base)
+    return {"sandbox_p50": round(p50, 3), "sandbox_p99": round(pct(sandbox, 0.99), 3),
+            "baseline_python_c_p50": round(bp50, 2), "baseline_python_c_p99": round(pct(base, 0.99), 2),
+            "baseline_with_numpy_sympy_p50": round(statistics.median(imports), 1),
+            "speedup_p50": round(bp50 / p50, 1), "samples": n}
+
+
+async def sandbox_rate(tool: PythonTool, sessions: int, seconds: float) -> float:
+    opened = await asyncio.gather(*(tool.open_session() for _ in range(sessions)))
+    for s in opened:
+        await tool.call({"code": CODE}, s)
+    stop = time.perf_counter() + seconds
+    done = 0
+
+    async def loop(s):
+        nonlocal done
+        while time.perf_counter() < stop:
+            r = await tool.call({"code": CODE}, s)
+            assert r.ok, r.text
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(s) for s in opened))
+    rate = done / (time.perf_counter() - start)
+    await asyncio.gather(*(tool.close_session(s) for s in opened))
+    return rate
+
+
+async def baseline_rate(concurrency: int, seconds: float) -> float:
+    stop = time.perf_counter() + seconds
+    done = 0
+
+    async def loop():
+        nonlocal done
+        while time.perf_counter() < stop:
+            await subprocess_run(CODE)
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return done / (time.perf_counter() - start)
+
+
+async def throughput(tool: PythonTool, seconds: float) -> dict:
+    out = {}
+    for level in LEVELS:
+        sb = await sandbox_rate(tool, level, seconds)
+        base = await baseline_rate(level, seconds)
+        out[str(level)] = {"sandbox_runs_per_s": round(sb, 1),
+                           "baseline_runs_per_s": round(base, 1),
+                           "ratio": round(sb / base, 1)}
+    return out
+
+
+async def stateless_rate(tool: PythonTool, concurrency: int, seconds: float) -> float:
+    stop = time.perf_counter() + seconds
+    done = 0
+
+    async def loop():
+        nonlocal done
+        while time.perf_counter() < stop:
+            r = await tool.call({"code": CODE})
+            assert r.ok, r.text
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return done / (time.perf_counter() - start)
+
+
+async def open_cost(tool: PythonTool, n: int) -> float:
+    """Opening ``n`` sessions at once (far beyond the spares): ms per session."""
+    start = time.perf_counter()
+    sessions = await asyncio.gather(*(tool.open_session() for _ in range(n)))
+    per = 1000 * (time.perf_counter() - start) / n
+    await asyncio.gather(*(tool.close_session(s) for s in sessions))
+    return per
+
+
+async def main(quick: bool) -> dict:
+    backend = LocalBackend()
+    info = backend.pool.wait_ready(timeout=300)
+    tool = PythonTool(backend=backend)
+    stateless = PythonTool(backend=backend, stateful=False)
+    load_before = os.getloadavg()
+    result = {
+        "machine": {"cpus": os.cpu_count(), "loadavg_1m_before": round(load_before[0], 2),
+                    "isolation": info["isolation"], "spares": info["config"]["spares"]},
+        "latency_ms": await latency(tool, 500 if quick else 3000),
+        "throughput": await throughput(tool, 1.0 if quick else 3.0),
+        "stateless_runs_per_s_at_64": round(await stateless_rate(stateless, 64,
+                                                                  1.0 if quick else 3.0), 1),
+        "session_open_ms": round(await open_cost(tool, 64), 2),
+    }
+    result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+    lat, thr = result["latency_ms"], result["throughput"]
+    result["goals"] = {
+        "p50_le_2ms": lat["sandbox_p50"] <= 2.0,
+        "ge_5x_baseline_at_every_level": all(v["ratio"] >= 5 for v in thr.values()),
+        "ge_1000_runs_per_s_at_64": thr["64"]["sandbox_runs_per_s"] >= 1000,
+    }
+    backend.shutdown()
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main("--quick" in sys.argv)), indent=2))
