@@ -399,6 +399,11 @@ class Zygote:
 
 
 def main() -> None:
+    # A host may start us with signals blocked or ignored (Ray workers do): both would be
+    # inherited by every session and defeat the interrupt on timeout.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     config = json.loads(sys.argv[1])
     zygote = Zygote(config)
     if config["isolation"] == "rlimits":

@@ -1,0 +1,97 @@
+"""The Ray backend on a real local Ray instance: sessions served by sandbox-host actors, one
+pool shared by several backends and by a second driver process, a dead host replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from tests.sandbox_helpers import call, close_session, open_session  # noqa: E402
+from tir_envs.tools.base import ToolStatus  # noqa: E402
+from tir_envs.tools.python import PythonTool  # noqa: E402
+from tir_envs.tools.python.ray_backend import RayBackend  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NAMESPACE = "tir_envs_test"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=NAMESPACE,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def test_sessions_run_on_host_actors(cluster):
+    t = PythonTool(backend=RayBackend(name="basic", namespace=NAMESPACE, spares=1), timeout_s=2)
+    s = open_session(t)
+    try:
+        assert call(t, "x = 20", s).status == ToolStatus.OK
+        r = call(t, "print('from ray')\nx + 22", s)
+        assert r.status == ToolStatus.OK and r.text == "from ray\n42"
+        assert r.metadata["backend"] == "ray" and r.metadata["isolation"] in ("bwrap", "unshare",
+                                                                      "rlimits")
+        assert call(t, "1/0", s).metadata["error_last_line"] == "ZeroDivisionError: division by zero"
+        assert asyncio.run(t.backend.info())[0]["sessions"] == 1
+        r = call(t, "while True:\n    pass", s)
+        assert r.status == ToolStatus.TIMEOUT and not r.metadata["restarted"]  # interrupted
+        assert call(t, "x", s).text == "20"
+    finally:
+        close_session(t, s)
+    assert asyncio.run(t.backend.info())[0]["sessions"] == 0
+
+
+DRIVER = """
+import asyncio, sys
+sys.path.insert(0, {repo!r})
+import ray
+ray.init(address={address!r}, namespace={ns!r}, log_to_driver=False)
+from tir_envs.tools.python import PythonTool
+from tir_envs.tools.python.ray_backend import RayBackend
+backend = RayBackend(name="shared", namespace={ns!r}, spares=1)
+tool = PythonTool(backend=backend)
+async def main():
+    s = await tool.open_session()
+    r = await tool.call({{"code": "40 + 2"}}, s)
+    info = await backend.info()
+    print(r.text, info[0]["sessions"])
+    await tool.close_session(s)
+asyncio.run(main())
+"""
+
+
+def test_one_pool_serves_several_trainers(cluster):
+    a = PythonTool(backend=RayBackend(name="shared", namespace=NAMESPACE, spares=1))
+    b = PythonTool(backend=RayBackend(name="shared", namespace=NAMESPACE, spares=1))
+    sa, sb = open_session(a), open_session(b)
+    try:
+        call(a, "who = 'a'", sa)
+        call(b, "who = 'b'", sb)
+        assert call(a, "who", sa).text == "'a'" and call(b, "who", sb).text == "'b'"
+        assert asyncio.run(a.backend.info())[0]["sessions"] == 2  # one host serves both
+        script = DRIVER.format(repo=str(REPO), address=cluster, ns=NAMESPACE)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=180)
+        assert out.stdout.split() == ["42", "3"], out.stderr[-2000:]  # a second process too
+    finally:
+        close_session(a, sa)
+        close_session(b, sb)
+
+
+def test_dead_host_is_replaced(cluster):
+    t = PythonTool(backend=RayBackend(name="fragile", namespace=NAMESPACE, spares=1))
+    s = open_session(t)
+    call(t, "v = 1", s)
+    ray.kill(t.backend.host(0))
+    r = call(t, "v", s)
+    assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+    r = call(t, "'new host'", s)
+    assert r.status == ToolStatus.OK and r.text == "'new host'"
+    close_session(t, s)
