@@ -1,0 +1,23 @@
+"""The ``tir-envs`` command: every subcommand is wired in and documented."""
+
+import subprocess
+import sys
+
+from tir_envs.cli import SUBCOMMANDS, build_parser, main
+
+
+def test_every_subcommand_is_registered():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(SUBCOMMANDS)
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "demo" in capsys.readouterr().out
+
+
+def test_console_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "tir_envs.cli", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "rollout" in out.stdout and "index" in out.stdout
