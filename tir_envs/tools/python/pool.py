@@ -128,6 +128,7 @@ class SessionHandle:
         self.info: dict = {}
         self.timer = None
         self.dying_run: _Run | None = None  # the run during which the process died
+        self.hang_timer = None
         self.counted = True      # occupies a max_sessions slot
         self.spawning = True
 
@@ -549,7 +550,13 @@ class SandboxPool:
         if handle.state not in ("dead", "closing", "closed"):
             self._mark_dead(handle, reason)
         self._signal(handle, "TERM")
-        self.reactor.call_later(self.config.unresponsive_s, self._check_exited, handle)
+        self._watch_exit(handle)
+
+    def _watch_exit(self, handle: SessionHandle) -> None:
+        """Expect the session's exit report; its absence for long means a hung fork server."""
+        if handle.exit is None and handle.hang_timer is None:
+            handle.hang_timer = self.reactor.call_later(self.config.unresponsive_s,
+                                                        self._check_exited, handle)
 
     def _close(self, handle: SessionHandle, fut: cf.Future) -> None:
         if not fut.set_running_or_notify_cancel():
@@ -575,7 +582,7 @@ class SandboxPool:
             handle.close_futures.append(fut)
             self._signal(handle, "TERM")
             handle.timer = self.reactor.call_later(CLOSE_WAIT_S, self._settle_close, handle)
-            self.reactor.call_later(self.config.unresponsive_s, self._check_exited, handle)
+            self._watch_exit(handle)
         self._top_up()
 
     def _check_exited(self, handle: SessionHandle) -> None:
@@ -690,6 +697,9 @@ class SandboxPool:
                 self._mark_dead(handle, self._last_error)
 
     def _on_session_exit(self, handle: SessionHandle) -> None:
+        for timer in (handle.hang_timer, handle.timer if handle.state == "closing" else None):
+            if timer is not None:
+                timer.cancel()
         if handle.dying_run is not None:
             self._finish_killed(handle, handle.dying_run)
         if handle.state in ("dead", "closing", "closed"):

@@ -36,6 +36,7 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.fn, self.args = None, ()  # drop references now; the heap entry goes later
 
 
 class Reactor:
@@ -50,6 +51,7 @@ class Reactor:
         self._lock = threading.Lock()
         self._pending: collections.deque = collections.deque()
         self._timers: list = []
+        self._compact_at = 1024
         self._seq = itertools.count()
         self._woken = False
         self._closed = False
@@ -88,6 +90,10 @@ class Reactor:
     def call_later(self, delay: float, fn: Callable, *args: Any) -> Timer:
         timer = Timer(time.monotonic() + delay, fn, args)
         heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
+        if len(self._timers) >= self._compact_at:  # most long timers end up cancelled
+            self._timers = [t for t in self._timers if not t[2].cancelled]
+            heapq.heapify(self._timers)
+            self._compact_at = max(1024, 2 * len(self._timers))
         return timer
 
     def watch(self, sock, reader: Callable | None, writer: Callable | None = None) -> None:

@@ -1,0 +1,154 @@
+"""Soak the local sandbox: many sessions opened, used and closed, watching for leaks.
+
+Each session sets a variable, reads it back, and every 50th also leaves a daemonised
+background process behind (which closing must kill).  Every ``--every`` sessions the script
+samples the host process's open file descriptors and memory, the number of processes in the
+sandbox's process tree (fork server, keepers, interpreters, anything they started) and that
+tree's memory.  At the end, with every session closed, the tree must be back to its idle size
+(fork server + warm spares), the descriptors back to where they started, and memory must not
+have grown without bound.  Prints the samples and the checks as JSON; exit status 1 if a check
+fails.  ``tests/test_sandbox_soak.py`` (marker ``soak``) runs it with 10,000 sessions.
+
+Usage: ``python benchmarks/perf/sandbox_soak.py [--sessions 10000] [--concurrency 32]
+[--isolation auto]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
+
+RSS_GROWTH_LIMIT_MB = 64
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, rss_kb) for every visible process."""
+    table = {}
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), int(fields[21]) * page_kb)
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def tree(root: int) -> tuple[int, int]:
+    """(processes, total RSS in kB) of ``root`` and all its descendants."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    seen, stack = set(), [root]
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in table:
+            continue
+        seen.add(pid)
+        stack += children.get(pid, [])
+    return len(seen), sum(table[p][1] for p in seen)
+
+
+def host_rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("VmRSS:")).split()[1])
+
+
+def sample(backend: LocalBackend, done: int, started: float) -> dict:
+    procs, rss = tree(backend.pool._zygote.proc.pid)
+    return {"sessions": done, "elapsed_s": round(time.perf_counter() - started, 1),
+            "host_fds": len(os.listdir("/proc/self/fd")), "host_rss_mb": round(host_rss_kb() / 1024, 1),
+            "sandbox_processes": procs, "sandbox_rss_mb": round(rss / 1024, 1)}
+
+
+async def settle(backend: LocalBackend, expect: int, timeout: float = 30.0) -> int:
+    """Wait until the sandbox tree has ``expect`` processes (spares refilled, the dead gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs, _ = tree(backend.pool._zygote.proc.pid)
+        if procs == expect or time.monotonic() > deadline:
+            return procs
+        await asyncio.sleep(0.1)
+
+
+async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "auto",
+               every: int = 1000) -> dict:
+    backend = LocalBackend(isolation=isolation, spares=4)
+    info = backend.pool.wait_ready(timeout=300)
+    tool = PythonTool(backend=backend, timeout_s=30)
+    await asyncio.sleep(1.0)
+    idle_procs, _ = tree(backend.pool._zygote.proc.pid)
+    started = time.perf_counter()
+    baseline = sample(backend, 0, started)
+    samples, failures, done = [baseline], [], 0
+    queue = iter(range(sessions))
+
+    async def one(i: int) -> None:
+        s = await tool.open_session()
+        try:
+            r1 = await tool.call({"code": f"x = {i}"}, s)
+            code = "x * 2"
+            if i % 50 == 0:
+                code = ("import os\nif os.fork() == 0:\n    os.setsid()\n"
+                        "    os.execvp('sleep', ['sleep', '600'])\nx * 2")
+            r2 = await tool.call({"code": code}, s)
+            if not (r1.ok and r2.ok and r2.text == str(2 * i)):
+                failures.append({"session": i, "status": r2.status.value, "text": r2.text[:200]})
+        finally:
+            await tool.close_session(s)
+
+    async def worker() -> None:
+        nonlocal done
+        for i in queue:
+            await one(i)
+            done += 1
+            if done % every == 0:
+                samples.append(sample(backend, done, started))
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    end_procs = await settle(backend, idle_procs)
+    final = sample(backend, done, started)
+    warm = samples[1] if len(samples) > 2 else baseline
+    checks = {
+        "no_failed_sessions": not failures,
+        "sandbox_processes_back_to_idle": end_procs == idle_procs,
+        "host_fds_back_to_baseline": final["host_fds"] <= baseline["host_fds"] + 2,
+        "host_rss_growth_bounded": final["host_rss_mb"] - warm["host_rss_mb"] <= RSS_GROWTH_LIMIT_MB,
+        "sandbox_rss_growth_bounded": final["sandbox_rss_mb"] - baseline["sandbox_rss_mb"]
+        <= RSS_GROWTH_LIMIT_MB,  # both idle: fork server and spares only
+    }
+    report = {"isolation": info["isolation"], "sessions": done, "concurrency": concurrency,
+              "sessions_per_s": round(done / (time.perf_counter() - started), 1),
+              "idle_sandbox_processes": idle_procs, "samples": samples + [final],
+              "failures": failures[:10], "checks": checks, "ok": all(checks.values())}
+    backend.shutdown()
+    return report
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--isolation", default="auto")
+    ap.add_argument("--every", type=int, default=1000)
+    args = ap.parse_args()
+    report = asyncio.run(soak(args.sessions, args.concurrency, args.isolation, args.every))
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
