@@ -19,7 +19,6 @@ from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backe
                                    wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool
-from tir_envs.tools.python.launcher import bwrap_path
 
 REPO = Path(__file__).resolve().parents[1]
 NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)
@@ -172,8 +171,8 @@ def test_full_pool_is_infra_error_after_open_timeout():
     assert call(t, "3").text == "3"  # the slot is free again
 
 
-@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed")
 def test_start_failure_is_reported_and_auto_falls_back():
+    backend_or_skip("bwrap")  # the failure below must come from the bad bind alone
     broken = PythonTool(backend=LocalBackend(isolation="bwrap", extra_binds=("/no/such/dir",)))
     r = call(broken, "1")
     assert r.status == ToolStatus.INFRA_ERROR and "/no/such/dir" in r.text

@@ -52,14 +52,26 @@ def default_spares() -> int:
     return min(32, 4 * (os.cpu_count() or 1))
 
 
+def default_max_sessions() -> int:
+    """Live sessions allowed: one per 32 MB of available memory (a session that ran some
+    sympy holds about 17 MB of its own), between 16 and 4096."""
+    try:
+        with open("/proc/meminfo") as f:
+            avail_kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 256
+    return max(16, min(4096, avail_kb // (32 * 1024)))
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     """Pool-wide settings (per-session limits travel with each session instead).
 
     * ``isolation``: ``auto`` (strongest available), ``bwrap``, ``unshare`` or ``rlimits``.
     * ``spares``: interpreters kept forked and ready (default ``default_spares()``).
-    * ``max_sessions``: sessions alive at once (spares included); ``open_session`` waits for
-      a free slot up to ``open_timeout_s``.
+    * ``max_sessions``: sessions alive at once (spares included; default
+      ``default_max_sessions()``); ``open_session`` waits for a free slot up to
+      ``open_timeout_s``.
     * ``preload``: modules imported once in the fork server.
     * ``disk_mb``: size of each session's private ``/tmp``.
     * ``interrupt_grace_s``: after a timeout, how long an interrupted cell may take to stop
@@ -70,7 +82,7 @@ class PoolConfig:
 
     isolation: str = "auto"
     spares: int | None = None
-    max_sessions: int = 1024
+    max_sessions: int | None = None
     preload: tuple[str, ...] = launcher.DEFAULT_PRELOAD
     disk_mb: int = 64
     extra_binds: tuple[str, ...] = ()
@@ -86,8 +98,10 @@ class PoolConfig:
                              f"got {self.isolation!r}")
         if self.spares is not None and (not isinstance(self.spares, int) or self.spares < 0):
             raise ValueError(f"spares must be a non-negative integer or None, got {self.spares!r}")
-        if not isinstance(self.max_sessions, int) or self.max_sessions < 1:
-            raise ValueError(f"max_sessions must be a positive integer, got {self.max_sessions!r}")
+        if self.max_sessions is not None and (not isinstance(self.max_sessions, int)
+                                              or self.max_sessions < 1):
+            raise ValueError(f"max_sessions must be a positive integer or None, "
+                             f"got {self.max_sessions!r}")
         if not isinstance(self.disk_mb, int) or self.disk_mb < 1:
             raise ValueError(f"disk_mb must be a positive integer, got {self.disk_mb!r}")
         if self.interrupt_grace_s < 0:
@@ -98,6 +112,10 @@ class PoolConfig:
     @property
     def target_spares(self) -> int:
         return default_spares() if self.spares is None else self.spares
+
+    @property
+    def session_cap(self) -> int:
+        return default_max_sessions() if self.max_sessions is None else self.max_sessions
 
 
 @dataclass
@@ -195,6 +213,7 @@ class SandboxPool:
         self._closed = False
         self._corpses: list[subprocess.Popen] = []
         self.counters: collections.Counter = collections.Counter()
+        self._cap = self.config.session_cap
         _raise_fd_limit()
 
     # ================================================================ public API
@@ -263,7 +282,7 @@ class SandboxPool:
                 "waiting": len(self._waiters), "failed_modes": dict(self._failed_modes),
                 "counters": dict(self.counters), "config": {
                     "spares": self.config.target_spares,
-                    "max_sessions": self.config.max_sessions}}
+                    "max_sessions": self._cap}}
 
     # ---------------------------------------------------------------- opening
     def _open(self, fut: cf.Future) -> None:
@@ -291,7 +310,7 @@ class SandboxPool:
         self._waiters = collections.deque(w for w in self._waiters if w[0] is not fut)
         _fail(fut, SandboxUnavailable(
             f"no sandbox session became available within {self.config.open_timeout_s:g} s "
-            f"({self._live} alive of max_sessions={self.config.max_sessions}; "
+            f"({self._live} alive of max_sessions={self._cap}; "
             f"last error: {self._last_error or 'none'})"))
 
     def _hand_out(self, handle: SessionHandle) -> None:
@@ -310,7 +329,7 @@ class SandboxPool:
         if z is None or z.state != "ready" or self._closed:
             return
         want = len(self._waiters) + self.config.target_spares - len(self._spares) - self._spawning
-        room = self.config.max_sessions - self._live
+        room = self._cap - self._live
         for _ in range(max(0, min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning))):
             self._spawn(z)
 
@@ -681,6 +700,10 @@ class SandboxPool:
             z.state, z.info = "ready", msg
             self._mode, self._start_failures, self._backoff_until = z.mode, 0, 0.0
             log.info("python sandbox ready: isolation=%s uid=%s", z.mode, msg.get("uid"))
+            if z.mode == "rlimits":
+                log.warning("python sandbox without namespaces (isolation=rlimits): code can "
+                            "read the host's files and reach the network%s; see docs/sandbox.md",
+                            ", and runs as root" if msg.get("uid") == 0 else "")
             self._top_up()
         elif op == "failed":
             self._zygote_died(z, msg.get("error", "the fork server failed to start"))
