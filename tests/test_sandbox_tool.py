@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-from tests.sandbox_helpers import (backend_or_skip, call, close_session, marker, open_session,
-                                   wait_gone, wait_present)
+from tests.sandbox_helpers import (call, close_session, marker, open_session, wait_gone,
+                                   wait_present)
 from tir_envs.env import TIREnv
 from tir_envs.tools.base import ToolResult, ToolStatus
 from tir_envs.tools.python import (Limits, LocalBackend, PythonTool, SandboxBackend,

@@ -77,7 +77,7 @@ class LocalBackend(SandboxBackend):
 
     def __init__(self, isolation: str = "auto", spares: int | None = None,
                  max_sessions: int | None = None, preload: tuple[str, ...] | None = None,
-                 disk_mb: int = 64, interrupt_grace_s: float = 0.5, **pool_options: Any):
+                 disk_mb: int = 64, interrupt_grace_s: float = 1.0, **pool_options: Any):
         kwargs = dict(isolation=isolation, spares=spares, max_sessions=max_sessions,
                       disk_mb=disk_mb, interrupt_grace_s=interrupt_grace_s, **pool_options)
         if preload is not None:

@@ -86,7 +86,7 @@ class PoolConfig:
     preload: tuple[str, ...] = launcher.DEFAULT_PRELOAD
     disk_mb: int = 64
     extra_binds: tuple[str, ...] = ()
-    interrupt_grace_s: float = 0.5
+    interrupt_grace_s: float = 1.0
     start_timeout_s: float = 180.0
     ready_timeout_s: float = 60.0
     open_timeout_s: float = 180.0

@@ -56,7 +56,7 @@ def _libc():
 
 
 def _check(ret: int, what: str) -> int:
-    if ret == -1 or (what.startswith("prctl") and ret < 0):
+    if ret < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
     return ret
