@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
-                                   call, close_session, marker, open_session, wait_gone,
-                                   wait_present)
+                                   call, close_session, marker, open_session,
+                                   require_nproc_enforced, wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.launcher import sandbox_env
@@ -127,7 +127,9 @@ def test_process_limit(mode):
             "        os._exit(0)\n"
             "    n += 1\n"
             "print(n)")
-    r = call(tool(mode, nproc=8), code)
+    t = tool(mode, nproc=8)
+    require_nproc_enforced(t.backend)
+    r = call(t, code)
     assert r.status == ToolStatus.OK
     assert 1 <= int(r.text) < 8
 

@@ -135,7 +135,9 @@ def _bwrap_args(binds: list[str], privileged: bool) -> list[str]:
         args += ["--ro-bind", path, path]
     args += ["--dev", "/dev", "--bind", "/proc", "/proc", "--tmpfs", "/tmp",
              "--perms", "0755", "--dir", BWRAP_PKG_ROOT,
-             "--ro-bind", str(SANDBOX_DIR), f"{BWRAP_PKG_ROOT}/sandbox", "--clearenv"]
+             "--ro-bind", str(SANDBOX_DIR), f"{BWRAP_PKG_ROOT}/sandbox",
+             # bwrap's root and /dev are tmpfs the sandbox uid may own: no writes there
+             "--remount-ro", "/dev", "--remount-ro", "/", "--clearenv"]
     for k, v in sandbox_env().items():
         args += ["--setenv", k, v]
     return args + ["--chdir", "/", "--"]

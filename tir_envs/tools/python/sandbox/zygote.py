@@ -36,6 +36,19 @@ import time
 from . import interpreter, jail, protocol
 
 TERM_GRACE_S = 2.0
+NPROC_PROBE = """
+import os, resource
+resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+try:
+    pid = os.fork()
+except OSError:
+    print("enforced")
+else:
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print("not enforced")
+"""
 
 
 def _children(pid: int) -> list[int]:
@@ -98,7 +111,8 @@ class Zygote:
 
     # ------------------------------------------------------------------ startup
     def setup(self) -> None:
-        """Filesystem jail (``unshare``), privilege drop, preloads, self-test."""
+        """Filesystem jail (``unshare``), privilege drop, self-test (before the slow imports,
+        so that an unusable mode fails fast), preloads."""
         cfg = self.cfg
         if self.mode != "bwrap" and cfg.get("parent_pid"):
             jail.set_parent_death_signal(signal.SIGKILL)
@@ -110,6 +124,7 @@ class Zygote:
             jail.drop_to_user(cfg["drop_uid"], cfg["drop_gid"])
         if self.mode == "unshare" and cfg.get("own_userns"):
             jail.drop_capabilities()
+        self.info = {"isolation": self.mode, "uid": os.getuid(), **self._self_test()}
         missing = []
         for name in cfg.get("preload", []):
             try:
@@ -117,10 +132,7 @@ class Zygote:
             except Exception:  # noqa: BLE001 - a missing optional module is not fatal
                 missing.append(name)
         self.base_vm = jail.vm_size_bytes()
-        self.info = {"isolation": self.mode, "uid": os.getuid(),
-                     "nproc_enforced": self.mode != "rlimits" or os.getuid() != 0,
-                     "missing_preloads": missing, "python": sys.version.split()[0]}
-        self.info.update(self._self_test())
+        self.info.update(missing_preloads=missing, python=sys.version.split()[0])
         gc.collect()
         gc.freeze()  # keep the collector off inherited objects: fewer copy-on-write pages
 
@@ -134,12 +146,18 @@ class Zygote:
         jail.build_root(self.cfg["new_root"], self.cfg["binds"], self.cfg["devices"])
 
     def _self_test(self) -> dict:
-        """Start one session and wait for it to report ready: proves the isolation works."""
+        """Start one session and wait for it to report ready (proves the isolation works),
+        then check that the kernel enforces ``RLIMIT_NPROC`` for it (it does not for uid 0)."""
         host, child = socket.socketpair()
         pid = self._fork_session(child.detach(), sid=-1)
         host.settimeout(self.cfg.get("ready_timeout_s", 30))
+        enforced = False
         try:
             hello = protocol.recv(host)
+            if hello and hello.get("op") == "ready":
+                protocol.send(host, {"op": "run", "code": NPROC_PROBE, "max_chars": 100})
+                reply = protocol.recv(host) or {}
+                enforced = reply.get("stdout", "").strip() == "enforced"
         except (OSError, protocol.ProtocolError) as e:
             hello = {"error": f"{type(e).__name__}: {e}"}
         host.close()
@@ -151,7 +169,8 @@ class Zygote:
         if not hello or hello.get("op") != "ready":
             code = os.waitstatus_to_exitcode(status)
             raise RuntimeError(f"sandbox self-test failed (keeper exit {code}): {hello}")
-        return {"proc": hello.get("proc", True), "userns_locked": hello.get("userns_locked")}
+        return {"proc": hello.get("proc", True), "userns_locked": hello.get("userns_locked"),
+                "nproc_enforced": enforced}
 
     # ------------------------------------------------------------------ sessions
     def _fork_session(self, sock_fd: int, sid: int) -> int:
