@@ -63,9 +63,13 @@ def test_write_outside_workdir(arena):
             "            f.write('pwned')\n"
             "        print('WROTE', path)\n"
             "    except OSError as e:\n"
-            "        print('refused', type(e).__name__)\n") % (targets,)
+            "        print('refused', path, type(e).__name__)\n") % (targets,)
     r = call(arena, code)
-    assert "WROTE" not in r.text and r.text.count("refused") == len(targets)
+    # a checkout under /tmp lies inside the session's private /tmp: writing there is allowed
+    # (and lands in the session's tmpfs, which the host check below proves)
+    verdicts = dict(line.split()[1::-1] for line in r.text.splitlines())
+    assert set(verdicts) == set(targets)
+    assert all(v == "refused" for p, v in verdicts.items() if not p.startswith("/tmp/"))
     for path in targets:
         if not path.startswith(("/proc", "/dev")):
             assert not os.path.exists(path)

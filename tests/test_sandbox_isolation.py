@@ -19,7 +19,7 @@ from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backe
                                    require_nproc_enforced, wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
-from tir_envs.tools.python.launcher import sandbox_env
+from tir_envs.tools.python.launcher import allowed_paths, sandbox_env, tmp_binds
 
 REPO = Path(__file__).resolve().parents[1]
 NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)
@@ -38,7 +38,10 @@ def test_private_working_directory(mode):
         r = call(t, "import os\nopen('secret.txt', 'w').write('A')\nprint(os.getcwd())", a)
         assert r.status == ToolStatus.OK and r.text == "/tmp"
         r = call(t, "import os\nprint(os.getcwd(), sorted(os.listdir('.')), os.getpid())", b)
-        assert r.text == "/tmp [] 1"  # a fresh tmpfs and its own pid namespace
+        # a fresh tmpfs (holding only the mount points of a Python installed under /tmp, if
+        # that is where this one lives) and its own pid namespace
+        python_under_tmp = sorted({p.split("/")[2] for p in tmp_binds(allowed_paths())})
+        assert r.text == f"/tmp {python_under_tmp} 1"
         assert call(t, "open('secret.txt').read()", a).text == "'A'"
         assert not os.path.exists("/tmp/secret.txt")  # it never touched the host's disk
     finally:

@@ -31,6 +31,7 @@ MODES = ("bwrap", "unshare", "rlimits")
 NOBODY = 65534
 SANDBOX_DIR = Path(__file__).resolve().parent / "sandbox"
 BWRAP_PKG_ROOT = "/opt/tir-sandbox"
+TMP_STASH = "/.tir-tmp-binds"  # where allow-listed paths under /tmp are also bound
 DEFAULT_PRELOAD = (
     "math", "cmath", "fractions", "decimal", "itertools", "functools", "collections",
     "statistics", "random", "re", "string", "heapq", "bisect", "operator", "numbers", "json",
@@ -107,6 +108,13 @@ def sandbox_env() -> dict[str, str]:
     }
 
 
+def tmp_binds(binds: list[str]) -> list[str]:
+    """Allow-listed paths under ``/tmp`` (a Python installed there, say).  Each session mounts
+    its own empty ``/tmp``, which would hide them, so they are also bound at
+    ``TMP_STASH/<i>`` and bound back over the session's ``/tmp`` (see jail.mount_session_fs)."""
+    return [b for b in binds if b == "/tmp" or b.startswith("/tmp/")]
+
+
 def _new_root_mountpoint(binds: list[str]) -> str:
     """An existing directory that no bind lives under, to build the new root on."""
     for cand in ("/mnt", "/media", "/srv", "/opt", "/tmp", "/var/tmp"):
@@ -121,6 +129,7 @@ def _bwrap_args(binds: list[str], privileged: bool) -> list[str]:
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if privileged
              else ["--unshare-user"])
+    args += ["--tmpfs", "/tmp"]  # first: binds that live under /tmp are made inside it
     made: set[str] = set()
     for path in binds:
         if os.path.islink(path) and os.path.dirname(path) == "/":
@@ -133,7 +142,10 @@ def _bwrap_args(binds: list[str], privileged: bool) -> list[str]:
                 args += ["--perms", "0755", "--dir", a]
                 made.add(a)
         args += ["--ro-bind", path, path]
-    args += ["--dev", "/dev", "--bind", "/proc", "/proc", "--tmpfs", "/tmp",
+    for i, path in enumerate(tmp_binds(binds)):
+        args += ["--perms", "0755", "--dir", f"{TMP_STASH}/{i}", "--ro-bind", path,
+                 f"{TMP_STASH}/{i}"]
+    args += ["--dev", "/dev", "--bind", "/proc", "/proc",
              "--perms", "0755", "--dir", BWRAP_PKG_ROOT,
              "--ro-bind", str(SANDBOX_DIR), f"{BWRAP_PKG_ROOT}/sandbox",
              # bwrap's root and /dev are tmpfs the sandbox uid may own: no writes there
@@ -152,7 +164,8 @@ def launch_spec(mode: str, ctrl_fd: int, preload: tuple[str, ...], disk_mb: int,
     binds = allowed_paths(extra_binds)
     config = {"isolation": mode, "ctrl_fd": ctrl_fd, "preload": list(preload),
               "disk_mb": int(disk_mb), "parent_pid": os.getpid(), "drop_uid": None,
-              "drop_gid": None, "ready_timeout_s": ready_timeout_s}
+              "drop_gid": None, "ready_timeout_s": ready_timeout_s,
+              "tmp_binds": tmp_binds(binds), "tmp_stash": TMP_STASH}
     needs_drop = root and (mode != "rlimits" or world_readable(os.path.realpath(sys.executable)))
     if needs_drop:
         config["drop_uid"] = config["drop_gid"] = NOBODY

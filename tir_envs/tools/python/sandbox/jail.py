@@ -149,7 +149,8 @@ def _makedirs(path: str) -> None:
     os.makedirs(path, mode=0o755, exist_ok=True)
 
 
-def build_root(new_root: str, binds: list[str], devices: list[str]) -> None:
+def build_root(new_root: str, binds: list[str], devices: list[str],
+               tmp_binds: list[str] = (), tmp_stash: str = "") -> None:
     """Make an allow-list filesystem the root: a tmpfs holding read-only binds of ``binds``
     (symlinks copied as symlinks), ``devices`` bound from the host ``/dev``, the host ``/proc``
     (covered later by each session's own) and an empty ``/tmp``.  Everything else vanishes.
@@ -169,6 +170,9 @@ def build_root(new_root: str, binds: list[str], devices: list[str]) -> None:
             _makedirs(os.path.dirname(target))
             open(target, "a").close()
         _bind(path, target)
+    for i, path in enumerate(tmp_binds):  # see mount_session_fs
+        _makedirs(f"{new_root}{tmp_stash}/{i}")
+        _bind(path, f"{new_root}{tmp_stash}/{i}")
     _makedirs(new_root + "/dev")
     for dev in devices:
         target = new_root + dev
@@ -190,8 +194,11 @@ def build_root(new_root: str, binds: list[str], devices: list[str]) -> None:
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def mount_session_fs(disk_mb: int) -> dict:
+def mount_session_fs(disk_mb: int, tmp_binds: list[str] = (), tmp_stash: str = "") -> dict:
     """Private filesystems of one session (run as the init of its own pid namespace).
+
+    Allow-listed paths that live under ``/tmp`` (e.g. a virtualenv there) are bound back,
+    read-only, from their stash over the fresh ``/tmp``, so the interpreter still finds them.
 
     ``/proc`` shows only the session's own processes; when the kernel refuses a new proc mount
     (an outer ``/proc`` with masked paths, as in many containers) it is hidden entirely.
@@ -206,6 +213,9 @@ def mount_session_fs(disk_mb: int) -> dict:
     size = max(1, int(disk_mb))
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
           f"mode=1777,size={size}m,nr_inodes={max(1024, size * 256)}")
+    for i, path in enumerate(tmp_binds):
+        _makedirs(path)
+        _bind(f"{tmp_stash}/{i}", path)
     if os.path.isdir("/dev/shm"):
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               f"mode=1777,size={min(size, 64)}m")

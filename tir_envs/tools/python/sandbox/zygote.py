@@ -143,7 +143,8 @@ class Zygote:
         else:
             jail.enter_user_namespace(flags)
             self.cfg["own_userns"] = True
-        jail.build_root(self.cfg["new_root"], self.cfg["binds"], self.cfg["devices"])
+        jail.build_root(self.cfg["new_root"], self.cfg["binds"], self.cfg["devices"],
+                        self.cfg.get("tmp_binds", []), self.cfg.get("tmp_stash", ""))
 
     def _self_test(self) -> dict:
         """Start one session and wait for it to report ready (proves the isolation works),
@@ -253,7 +254,9 @@ class Zygote:
             os.setsid()
             info: dict = {}
             if workdir is None:
-                info.update(jail.mount_session_fs(self.cfg.get("disk_mb", 64)))
+                info.update(jail.mount_session_fs(self.cfg.get("disk_mb", 64),
+                                                  self.cfg.get("tmp_binds", []),
+                                                  self.cfg.get("tmp_stash", "")))
                 workdir = "/tmp"
                 info["userns_locked"] = jail.restrict_user_namespaces()
                 jail.drop_capabilities()
