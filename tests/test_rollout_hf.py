@@ -193,7 +193,6 @@ def test_trained_model_through_the_real_math_env_and_sandbox(tok, model):
     """tir/MathCode-v0 (ToRL recipe) with the local Python sandbox: the model writes a code
     block, generation stops at ```output, the sandbox runs the code, the model reads the
     output and answers in \\boxed{}; the grader scores it."""
-    need_sandbox()
     from tir_envs.envs.mathcode import MathCodeEnv
 
     task = {"id": "sum", "question": "What is 1 + 2 + ... + 10?", "answer": "55"}
@@ -216,8 +215,3 @@ def test_trained_model_through_the_real_math_env_and_sandbox(tok, model):
         assert t.has_logprobs and not t.infra_failed
 
 
-def need_sandbox() -> None:
-    try:
-        from tir_envs.tools.python import PythonTool  # noqa: F401
-    except ImportError:
-        pytest.skip("the Python sandbox (tir_envs.tools.python.PythonTool) has not landed yet")
