@@ -1,17 +1,17 @@
 """``tir/Search-v0`` on the real HotpotQA Lucene index with the real Qwen2.5 tokenizer:
 the Search-R1 protocol, an exact token ledger, budgets, and failures as observations."""
 
-import asyncio
 
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tir_envs
+from tests.fixtures.episodes import play
 from tests.search_helpers import cache_env, hotpotqa_index, small_index
 from tir_envs.env import EXHAUSTED_NOTICE
 from tir_envs.envs.search import SearchEnv
-from tir_envs.rollout import SamplingParams, ScriptedPolicy, collect
+from tir_envs.rollout import ScriptedPolicy, collect
 from tir_envs.tools.search import open_retriever
 from tir_envs.tools.search.protocol import INVALID_ACTION_NOTICE, SEARCH_R1_TEMPLATE
 from tir_envs.tools.search.retriever import Retriever, RetrieverError
@@ -54,18 +54,9 @@ def test_scripted_episode_searches_twice_and_answers_with_exact_ledger(env, hotp
     assert obs["tokens"].tolist() == env.codec.encode(prompt)
     assert env.stop_sequences == ["</search>", "</answer>"]
 
-    context = list(obs["tokens"])
-    actions, observations, rewards = [], [], []
-    for turn in range(3):
-        gen = asyncio.run(policy.generate(context, env.stop_sequences, SamplingParams()))
-        assert env.codec.decode(gen.token_ids) == ACTIONS[turn]
-        obs, reward, term, trunc, info = env.step({"tokens": gen.token_ids,
-                                                   "logprobs": gen.logprobs})
-        actions.append(list(gen.token_ids))
-        observations.append(obs["tokens"].tolist())
-        rewards.append(reward)
-        context += list(gen.token_ids) + obs["tokens"].tolist()
-        assert term == (turn == 2) and not trunc
+    played = play(env, policy, obs["tokens"], 3, ACTIONS)
+    actions, observations, rewards, info = (played.actions, played.observations,
+                                            played.rewards, played.info)
 
     # the observations are exactly Search-R1's <information> blocks of the top-3 documents
     queries = ["Harvey Pekar born", "Denise Levertov poet"]

@@ -9,12 +9,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tir_envs
+from tests.fixtures.episodes import play
 from tests.sql_helpers import CACHE, sha256, spider_db
 from tir_envs.data.spider import load_spider
 from tir_envs.data.task import Task
 from tir_envs.envs.sql import SQL_PROMPT_TEMPLATE, SQLEnv  # noqa: F401
 from tir_envs.rewards.sql import SQLReward
-from tir_envs.rollout import SamplingParams, ScriptedPolicy, collect
+from tir_envs.rollout import ScriptedPolicy, collect
 from tir_envs.tools.sql.protocol import INVALID_ACTION
 from tir_envs.tools.sql.schema import render_schema
 
@@ -56,18 +57,9 @@ def test_episode_exact_ledger(env, qwen_tok):
     assert obs["tokens"].tolist() == env.codec.encode(prompt)
     assert "CREATE TABLE Pets (" in user and "/* 3 example rows of Pets:" in user
 
-    context = list(obs["tokens"])
-    actions, observations, rewards = [], [], []
-    for turn in range(3):
-        gen = asyncio.run(policy.generate(context, env.stop_sequences, SamplingParams()))
-        assert env.codec.decode(gen.token_ids) == ACTIONS[turn]
-        obs, reward, term, trunc, info = env.step({"tokens": gen.token_ids,
-                                                   "logprobs": gen.logprobs})
-        actions.append(list(gen.token_ids))
-        observations.append(obs["tokens"].tolist())
-        rewards.append(reward)
-        context += list(gen.token_ids) + obs["tokens"].tolist()
-        assert term == (turn == 2) and not trunc
+    played = play(env, policy, obs["tokens"], 3, ACTIONS)
+    actions, observations, rewards, info = (played.actions, played.observations,
+                                            played.rewards, played.info)
 
     assert observations[0] == env.codec.encode(OBS_1)
     assert observations[1] == env.codec.encode(OBS_2)
