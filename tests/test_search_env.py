@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tir_envs
-from tests.fixtures.episodes import play
+from tests.fixtures.episodes import assert_interleaved, play
 from tests.search_helpers import cache_env, hotpotqa_index, small_index
 from tir_envs.env import EXHAUSTED_NOTICE
 from tir_envs.envs.search import SearchEnv
@@ -68,11 +68,9 @@ def test_scripted_episode_searches_twice_and_answers_with_exact_ledger(env, hotp
     assert observations[2] == []
 
     traj = info["trajectory"]
-    a, o = actions, observations
     assert traj.prompt_ids == env.codec.encode(prompt)
-    assert traj.token_ids == a[0] + o[0] + a[1] + o[1] + a[2]
-    assert traj.loss_mask == ([1] * len(a[0]) + [0] * len(o[0]) + [1] * len(a[1])
-                              + [0] * len(o[1]) + [1] * len(a[2]))
+    assert_interleaved(traj, played)
+    a, o = actions, observations
     assert traj.logprobs == [-0.5 if m else 0.0 for m in traj.loss_mask]
     assert traj.token_rewards[-1] == 1.0 and sum(traj.token_rewards) == 1.0
     assert rewards == [0.0, 0.0, 1.0] and traj.reward == 1.0

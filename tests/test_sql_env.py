@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tir_envs
-from tests.fixtures.episodes import play
+from tests.fixtures.episodes import assert_interleaved, play
 from tests.sql_helpers import CACHE, sha256, spider_db
 from tir_envs.data.spider import load_spider
 from tir_envs.data.task import Task
@@ -65,11 +65,9 @@ def test_episode_exact_ledger(env, qwen_tok):
     assert observations[1] == env.codec.encode(OBS_2)
     assert observations[2] == []
     traj = info["trajectory"]
-    a, o = actions, observations
     assert traj.prompt_ids == env.codec.encode(prompt)
-    assert traj.token_ids == a[0] + o[0] + a[1] + o[1] + a[2]
-    assert traj.loss_mask == ([1] * len(a[0]) + [0] * len(o[0]) + [1] * len(a[1])
-                              + [0] * len(o[1]) + [1] * len(a[2]))
+    assert_interleaved(traj, played)
+    a, o = actions, observations
     assert traj.logprobs == ([-0.25] * len(a[0]) + [0.0] * len(o[0]) + [-0.25] * len(a[1])
                              + [0.0] * len(o[1]) + [-0.25] * len(a[2]))
     assert traj.token_rewards[-1] == 1.0 and sum(traj.token_rewards) == 1.0

@@ -141,14 +141,19 @@ def _reference_rows(db: SQLDatabase, sql: str, timeout_s: float) -> tuple[list[s
     """Rows of ``sql`` on the reference engine: SQLite if the database has a SQLite source."""
     if db.sqlite_path is not None:
         return _sqlite_rows(db, sql, timeout_s)
-    con = db.connect()
-    try:
-        result = run_query(con, sql, timeout_s=timeout_s, max_rows=MAX_RESULT_ROWS)
-    finally:
-        con.close()
+    result = _run_on_duckdb(db, sql, timeout_s)
     if not result.ok:
         raise RuntimeError(result.error)
     return result.columns, result.rows
+
+
+def _run_on_duckdb(db: SQLDatabase, sql: str, timeout_s: float):
+    """``sql`` through the same executor the tool uses, on a connection of its own."""
+    con = db.connect()
+    try:
+        return run_query(con, sql, timeout_s=timeout_s, max_rows=MAX_RESULT_ROWS)
+    finally:
+        con.close()
 
 
 def _runs(db: SQLDatabase, gold_sql: str, rows: list[tuple], width: int,
@@ -222,11 +227,7 @@ def match(pred_sql: str, gold_sql: str, db: "str | SQLDatabase", *, timeout_s: f
     """Execution match with the reasons (see ``execution_match``)."""
     database = open_database(db)
     gold = gold_result(gold_sql, database, gold_timeout_s)
-    con = database.connect()
-    try:
-        result = run_query(con, pred_sql, timeout_s=timeout_s, max_rows=MAX_RESULT_ROWS)
-    finally:
-        con.close()
+    result = _run_on_duckdb(database, pred_sql, timeout_s)
     if not result.ok:
         return MatchResult(False, result.status, result.error, gold_rows=len(gold.rows))
     if result.more_rows:
