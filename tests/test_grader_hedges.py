@@ -41,6 +41,16 @@ HEDGES = [  # each must score 0
     (r"\boxed{41 = 42}", "42", False, True),
     (r"\boxed{x = 41 = 42}", "42", False, True),
     (r"\boxed{x \in \{41, 42\}}", "42", False, False),
+    (r"\boxed{42 \approx 41}", "42", False, True),
+    (r"\boxed{41 \sim 42}", "42", False, True),
+    (r"\boxed{41 \overset{?}{=} 42}", "42", False, True),
+    (r"\boxed{41 \\ 42}", "42", False, True),
+    (r"\boxed{\begin{cases} 41 \\ 42 \end{cases}}", "42", False, True),
+    (r"\boxed{41 \mid 42}", "42", False, True),
+    (r"\boxed{41 | 42}", "42", False, True),
+    (r"\boxed{41 \& 42}", "42", False, True),
+    (r"\boxed{41 \cup 42}", "42", False, True),
+    (r"\boxed{41 \text{ (or 42)}}", "42", False, False),
     # type: an interval, a set, a tuple and a list of solutions are different answers
     (r"\boxed{-1, 1}", "(-1, 1)", False, True),
     (r"\boxed{\{-1, 1\}}", "(-1, 1)", False, True),
@@ -96,6 +106,10 @@ LEGIT = [  # each must still score 1 (or stay wrong where both graders agree it 
     (r"\boxed{x > 2}", "x > 2", True, True),
     (r"\boxed{\{3\}}", "3", True, True),
     (r"\boxed{|-3|}", "3", True, True),
+    (r"\boxed{\frac{1}{3} \approx 0.333}", r"\frac{1}{3}", True, True),
+    (r"\boxed{\begin{pmatrix} 1 \\ -2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
+     True, True),
+    (r"\boxed{\max(41, 42)}", "42", True, True),
     (r"\boxed{\text{(C)}}", r"\text{(C)}", True, True),
     (r"\boxed{C}", r"\text{(C)}", True, True),
     (r"\boxed{\text{north}}", r"\text{North}", True, True),
@@ -172,7 +186,8 @@ def test_several_boxes_against_one_value_are_each_graded(pool):
     (r"41 \lor 42", True), (r"41 \vee 42", True), ("41 || 42", True), (r"a \text{ or } b", True),
     ("either 1 or 2", True), ("41 ∨ 42", True), (r"\|v\|", False), ("||x||", False),
     (r"\text{color}", False), (r"\text{North}", False), (r"\left(1, 2\right)", False),
-    (r"\frac{41}{42}", False),
+    (r"\frac{41}{42}", False), ("41 | 42", True), ("|x| + |y|", False), (r"41 \mid 42", True),
+    (r"\{x \mid x > 0\}", False), (r"41 \& 42", True),
 ])
 def test_disjunctions_are_found_by_their_words_and_symbols(text, found):
     assert has_disjunction(text) is found
