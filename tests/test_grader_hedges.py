@@ -10,10 +10,13 @@ import contextlib
 
 import pytest
 
-from tir_envs.rewards.math import GraderPool, extract_final_answer
+from tir_envs.data.task import Task
+from tir_envs.rewards.autotir import AutoTIRReward
+from tir_envs.rewards.math import GraderPool, MathReward, extract_final_answer
 from tir_envs.rewards.math.extract import graded_texts
 from tir_envs.rewards.math.hedge import as_list, has_disjunction, hedge_reason
 from tir_envs.rewards.math.verify import verify_pair
+from tir_envs.trajectory import Trajectory
 
 HEDGES = [  # each must score 0
     (r"\boxed{41 \lor 42}", "42", False, True),
@@ -199,3 +202,16 @@ def test_a_disjunction_against_a_list_gold_is_read_as_the_list():
     assert as_list("either 1 or 2") == "1, 2"
     assert hedge_reason(r"1 \lor -2", "1, -2", True) is None
     assert hedge_reason(r"1 \lor -2", "1", False).startswith("hedge")
+
+
+@pytest.mark.parametrize("action, correct", [
+    (r"So the answer is $\boxed{42}$.", True),
+    (r"So the answer is $\boxed{41 \lor 42}$.", False),
+    (r"So $\boxed{41}$ or $\boxed{42}$.", False),
+    (r"It lies in $\boxed{40 \le x \le 45}$.", False),
+])
+def test_math_reward_and_autotir_math_domain(pool, action, correct):
+    task = Task("q", "question", "42", {"domain": "math"})
+    assert MathReward(grader=pool)(task, Trajectory(), [action]).value == float(correct)
+    autotir = AutoTIRReward(grader=pool)(task, Trajectory(), [action])
+    assert autotir.correct is correct
