@@ -113,6 +113,16 @@ LEGIT = [  # each must still score 1 (or stay wrong where both graders agree it 
     (r"\boxed{\begin{pmatrix} 1 \\ -2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
      True, True),
     (r"\boxed{\max(41, 42)}", "42", True, True),
+    # from Math-Verify's own suite: relations, arrays and unions that are no hedge
+    (r"\boxed{x \neq 3}", "x != 3", True, True),
+    (r"\boxed{\left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right]}",
+     r"\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}", True, True),
+    (r"\boxed{z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]}",
+     r"1\leq|z|\leq \frac{3}{2}", True, True),
+    # ... and its verdicts this grader does not share (docs/mathcode.md)
+    (r"\boxed{x = 5+5+1 = 7 =11}", "x = 11", False, True),
+    (r"\boxed{x=1/3\approx1.3}", "1/3", False, True),
+    (r"\boxed{\{1,3\}}", "(1,3)", False, True),
     (r"\boxed{\text{(C)}}", r"\text{(C)}", True, True),
     (r"\boxed{C}", r"\text{(C)}", True, True),
     (r"\boxed{\text{north}}", r"\text{North}", True, True),

@@ -18,7 +18,7 @@ statement:
   with or without it: ``1 \\pm \\sqrt{5}``).
 * a *chain* whose plain-number sides differ (``41 = 42``; with ``\\approx``/``\\sim``, by more
   than 1%: ``42 \\approx 41``) is a hedge: Math-Verify grades one side of a relation.
-* *several lines* (``41 \\\\ 42``, a ``cases`` block; matrices aside) and a *union*
+* *several lines* (``41 \\\\ 42``, a ``cases`` block; matrices and arrays aside) and a *union*
   (``41 \\cup 42``) are hedges against a single value.
 
 Several boxes are checked by the grader pool (``extract.graded_texts``): against a
@@ -40,7 +40,7 @@ _OR_SYMBOL = re.compile(r"\\(?:lor|vee)(?![A-Za-z])|∨|\\&"
                         r"|(?<=[\w})\].])\s*\|\|\s*(?=[\w{(\[\\+-])")
 _MID = re.compile(r"\\mid(?![A-Za-z])")  # "41 \mid 42"; in a set-builder "\{x \mid ...\}" it is not
 _BAR = re.compile(r"(?<![|\\])\|(?!\|)")  # a single bar: pairs are absolute values, an odd one is not
-_RANGE = re.compile(r"(?<!\\)[<>≤≥≠]|\\(?:le|leq|leqslant|ge|geq|geqslant|lt|gt|ne|neq|nleq"
+_RANGE = re.compile(r"(?<!\\)[<>≤≥≠]|!=|\\(?:le|leq|leqslant|ge|geq|geqslant|lt|gt|ne|neq|nleq"
                     r"|ngeq|lessgtr|gtrless)(?![A-Za-z])")
 # Golds that are sets of reals (a range answer may be their honest form; Math-Verify decides).
 _INTERVAL_GOLD = re.compile(r"\\infty|\\cup|\\in(?![A-Za-z])|(?<!sqrt)\[[^\[\]]*,[^\[\]]*[\])]"
@@ -48,8 +48,9 @@ _INTERVAL_GOLD = re.compile(r"\\infty|\\cup|\\in(?![A-Za-z])|(?<!sqrt)\[[^\[\]]*
 _PAIR = re.compile(r"[(\[][^()\[\]]*,")  # a tuple, point or interval
 _CUP = re.compile(r"\\cup(?![A-Za-z])|∪")
 _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|±|∓")
-_MATRIX = re.compile(r"\\begin\{([pbvVB]?matrix|smallmatrix)\}.*?\\end\{\1\}", re.DOTALL)
-_LINES = re.compile(r"\\\\|\\begin\{(?:cases|array|aligned|align\*?|gathered|split)\}")
+_MATRIX = re.compile(r"\\begin\{([pbvVB]?matrix|smallmatrix|array)\}.*?\\end\{\1\}", re.DOTALL)
+# A line break (not a doubled backslash before a command: "\\left" is an escaping artefact).
+_LINES = re.compile(r"\\\\(?![A-Za-z])|\\begin\{(?:cases|aligned|align\*?|gathered|split)\}")
 _STACKED = re.compile(r"\\(?:overset|stackrel|underset)\s*\{[^{}]*\}\s*\{([^{}]*)\}")
 _RELATION_SPLIT = re.compile(r"(?<![<>!\\])=(?!=)")
 _APPROX = re.compile(r"\\(?:approx|sim|simeq|thickapprox|thicksim)(?![A-Za-z])|≈")
@@ -116,7 +117,8 @@ def hedge_reason(pred: str, gold: str, gold_is_list: bool) -> str | None:
 
     Expects ``prepare_answer``ed text; ``gold_is_list`` is ``extract.is_multi_valued(gold)``.
     A disjunction against a list gold is not a hedge: the caller reads it with ``as_list``."""
-    single = not gold_is_list and not _INTERVAL_GOLD.search(gold) and not _PAIR.search(gold)
+    single = not (gold_is_list or _INTERVAL_GOLD.search(gold) or _PAIR.search(gold)
+                  or _RANGE.search(gold))
     if has_disjunction(pred) and not gold_is_list and not has_disjunction(gold):
         return "hedge: a disjunction of candidates is not an answer"
     if _RANGE.search(pred) and not _RANGE.search(gold) and not _INTERVAL_GOLD.search(gold):
