@@ -25,6 +25,8 @@ HEDGES = [  # each scores 0: no more than the wrong candidate alone
     ("Paris and London", ["Paris"], 0.0, 0.0),
     ("Paris & London", ["Paris"], 0.0, 0.0),
     ("Paris and/or London", ["Paris"], 0.0, 0.0),
+    ("Paris (or London)", ["Paris"], 0.0, 0.0),
+    ("Paris, or London", ["Paris"], 0.0, 0.0),
     ("Paris; London", ["Paris"], 0.0, 0.0),
     ("Paris | London", ["Paris"], 0.0, 0.0),
     ("Paris\nLondon", ["Paris"], 0.0, 0.0),
@@ -52,6 +54,9 @@ LEGIT = [
     ("NYC / New York City", ["NYC", "New York City"], 1.0, 1.0),  # both candidates are golds
     ("Priscilla Denise Levertov", ["Denise Levertov"], 0.0, 0.8),
     ("Ballon d'Or", ["Ballon d'Or"], 1.0, 1.0),
+    ("Ballon d'Or winner", ["Ballon d'Or"], 0.0, 0.8),
+    ("Oregon", ["Oregon"], 1.0, 1.0),
+    ("Paris or Paris", ["Paris"], 1.0, 1.0),
 ]
 
 
