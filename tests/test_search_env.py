@@ -255,3 +255,14 @@ def test_results_as_a_chat_message_stay_within_the_cap(qwen_tok, hotpot):
     assert text.startswith("<|im_end|>\n<|im_start|>user\n\n\n<information>Doc 1(Title:")
     assert text.endswith("</information>\n\n<|im_end|>\n<|im_start|>assistant\n")
     assert len(obs["tokens"]) <= 80
+
+
+@pytest.mark.parametrize("old, name", [("nq_open", "nq"), ("2wiki_500", "2wiki"),
+                                       ("musique_500", "musique")])
+def test_tasks_take_the_bench_suites_names_and_the_old_ones(qwen_tok, old, name):
+    """``tasks="nq"`` is what ``tir-envs bench --suite nq`` runs; ``tasks="nq_open"`` is the
+    same set under the same name."""
+    new_env = SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), tasks=name)
+    old_env = SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), tasks=old)
+    assert [t.id for t in old_env.tasks] == [t.id for t in new_env.tasks]
+    assert {t.meta["dataset"] for t in old_env.tasks} == {name}
