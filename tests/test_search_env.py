@@ -266,3 +266,33 @@ def test_tasks_take_the_bench_suites_names_and_the_old_ones(qwen_tok, old, name)
     old_env = SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), tasks=old)
     assert [t.id for t in old_env.tasks] == [t.id for t in new_env.tasks]
     assert {t.meta["dataset"] for t in old_env.tasks} == {name}
+
+
+@pytest.mark.parametrize("env_id", ["tir/Search-v0", "tir/AutoTIR-v0"])
+def test_the_missing_index_error_names_a_command_that_builds_it(env_id, qwen_tok, tmp_path,
+                                                                 monkeypatch):
+    """Paste the command from the error (after writing its corpus file): the index it builds
+    is the one the env then opens."""
+    import json
+    import re
+    import shlex
+
+    from tir_envs.cli import main
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as err:
+        tir_envs.make(env_id, tokenizer=qwen_tok, retriever="idx", search_backend="bm25")
+    command = re.search(r"`(tir-envs index build [^`]*)`", str(err.value)).group(1)
+    argv = shlex.split(command)
+    corpus = argv[argv.index("--corpus") + 1]
+    (tmp_path / corpus).write_text(
+        json.dumps({"id": "d1", "title": "Paris", "text": "Paris is the capital of France."})
+        + "\n" + json.dumps({"id": "d2", "title": "Berlin", "text": "Berlin is in Germany."})
+        + "\n")
+    assert main(argv[1:]) == 0
+    env = tir_envs.make(env_id, tokenizer=qwen_tok, retriever="idx",
+                        tasks=[{"question": "capital of France?", "answer": "Paris",
+                                "meta": {"domain": "knowledge", "tool": "search"}}])
+    tool = env.unwrapped.tools["search"]
+    hits = tool.retriever.search("capital of France", 1)
+    assert [h.docid for h in hits] == ["d1"]
+    env.close()
