@@ -242,3 +242,21 @@ def test_openai_policy_without_aiohttp_names_the_extra(qwen_tok, monkeypatch):
                         lambda name, *a: None if name == "aiohttp" else real(name, *a))
     with pytest.raises(ImportError, match=r"tir-envs\[openai\]"):
         OpenAIPolicy("http://127.0.0.1:9/v1", "m", qwen_tok)
+
+
+def test_check_env_and_render_warn_nothing():
+    """Gymnasium's checker and its passive render check have nothing to say (the text render
+    mode declares its fps), so users see no 'No render fps was declared' on every render."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+    tasks = [{"question": "1+1?", "answer": "2"}]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        env = tir_envs.make("tir/MathCode-v0", render_mode="ansi", tasks=tasks)
+        check_env(env.unwrapped)
+        env.reset(seed=0)
+        env.step(env.unwrapped.codec.encode("\\boxed{2}"))
+        assert "[action]" in env.render()
+        env.close()
+    assert [str(w.message) for w in seen] == []

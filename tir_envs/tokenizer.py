@@ -9,11 +9,26 @@ same under transformers 4.x and 5.x.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
+
+class _NoTorchNotice(logging.Filter):
+    """Drops the line transformers logs at import when PyTorch is missing.  The core install
+    uses transformers only for its tokenizers, which need no PyTorch, so a user running the
+    demo would read a warning about nothing they asked for.  Every other message passes."""
+
+    NOTICES = ("PyTorch was not found", "None of PyTorch, TensorFlow")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOTICES)
+
+
+# before anything here imports transformers (its logger is "transformers")
+logging.getLogger("transformers").addFilter(_NoTorchNotice())
 
 QWEN2_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
