@@ -296,3 +296,15 @@ def test_the_missing_index_error_names_a_command_that_builds_it(env_id, qwen_tok
     hits = tool.retriever.search("capital of France", 1)
     assert [h.docid for h in hits] == ["d1"]
     env.close()
+
+
+def test_a_relative_lucene_index_opens_after_a_chdir(tmp_path, monkeypatch):
+    """The in-process JVM keeps the directory it started in: a relative index path is
+    resolved by Python first, so it means what it means to the caller."""
+    open_retriever(hotpotqa_index("lucene"))  # the JVM starts (if no test started it) here
+    from tir_envs.cli import main
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.jsonl").write_text('{"id": "d1", "contents": "Paris is in France."}\n')
+    assert main(["index", "build", "--corpus", "c.jsonl", "--out", "rel", "--backend",
+                 "lucene"]) == 0
+    assert [h.docid for h in open_retriever("rel").search("Paris", 1)] == ["d1"]

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
+
 class _NoTorchNotice(logging.Filter):
     """Drops the line transformers logs at import when PyTorch is missing.  The core install
     uses transformers only for its tokenizers, which need no PyTorch, so a user running the
@@ -151,9 +152,7 @@ def hub_tokenizer(name: str, connect_timeout_s: float = 3.0):
     from transformers import AutoTokenizer
 
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in _TRUE
-    if not offline and not hub_reachable(connect_timeout_s):
-        offline = True
-    if not offline:
+    if not offline and hub_reachable(connect_timeout_s):
         return AutoTokenizer.from_pretrained(name)
     try:
         return AutoTokenizer.from_pretrained(name, local_files_only=True)
