@@ -129,7 +129,7 @@ class EpisodeJob:
     policy: Policy | None = None
 
 
-async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy,
+async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy | None,
                      width: int, done: Callable[[int, Trajectory], None]) -> None:
     """Each of ``width`` slots takes the next job the moment its episode ends."""
     queue = deque(enumerate(jobs))
@@ -142,7 +142,7 @@ async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: 
     await asyncio.gather(*(slot() for _ in range(width)))
 
 
-async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy,
+async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy | None,
                     width: int, done: Callable[[int, Trajectory], None]) -> None:
     """Batches of ``width`` episodes in lockstep: every phase of the batch ends before the
     next starts, and the next batch starts when the slowest episode of this one ends."""
@@ -155,7 +155,7 @@ async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: P
             done(i, traj)
 
 
-def _run_job(runner: EpisodeRunner, policy: Policy, job: EpisodeJob,
+def _run_job(runner: EpisodeRunner, policy: Policy | None, job: EpisodeJob,
              lockstep: Lockstep | None = None):
     return runner.run(job.policy or policy, options=job.options, seed=job.seed,
                       sampling=job.sampling, tags=job.tags, lockstep=lockstep)
@@ -238,7 +238,7 @@ def _runner(env: EnvSpec | EpisodeRunner, env_kwargs: dict[str, Any] | None,
     return env, False
 
 
-async def arun(runner: EpisodeRunner, policy: Policy, jobs: Sequence[EpisodeJob], *,
+async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[EpisodeJob], *,
                max_concurrency: int = 32, mode: str = "async",
                out: str | Path | IO[str] | None = None, progress: bool = True,
                on_trajectory: Callable[[Trajectory], None] | None = None,
@@ -246,8 +246,11 @@ async def arun(runner: EpisodeRunner, policy: Policy, jobs: Sequence[EpisodeJob]
     """Run ``jobs`` through ``runner`` on one schedule; the trajectories in job order.
 
     What ``acollect`` does once it has made its jobs; a caller with its own per-episode
-    seeds, sampling or policies (the benchmark harness) makes the jobs itself."""
+    seeds, sampling or policies (the benchmark harness) makes the jobs itself.  ``policy``:
+    the policy of every job that names none (``None``: each job names its own)."""
     _check_args(1, max_concurrency, None, mode)
+    if policy is None and any(job.policy is None for job in jobs):
+        raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
     from tqdm.auto import tqdm
 
     stats = RolloutStats(total=len(jobs))
