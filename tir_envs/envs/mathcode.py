@@ -77,7 +77,7 @@ class MathCodeEnv(TIREnv):
         calls = max_tool_calls if max_tool_calls is not None else b.max_tool_calls
         self.stateful = stateful
         self._owns_tool = tool is None
-        tool = tool or python_tool(backend, tool_timeout_s, stateful, b.error_style)
+        tool = tool or python_tool(backend, tool_timeout_s, stateful, proto.sandbox_error_style)
         super().__init__(
             tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool],
             max_turns=max_turns or proto.max_turns_for(calls),
@@ -86,8 +86,9 @@ class MathCodeEnv(TIREnv):
             use_tools=use_tools, render_mode=render_mode)
         self.format_reward = format_reward
         self.reward = reward or MathReward(
-            correct_reward=b.correct_reward if correct_reward is None else correct_reward,
-            wrong_reward=b.wrong_reward if wrong_reward is None else wrong_reward,
+            correct_reward=proto.outcome_values.correct if correct_reward is None
+            else correct_reward,
+            wrong_reward=proto.outcome_values.wrong if wrong_reward is None else wrong_reward,
             exec_error_penalty=exec_error_penalty, tool_penalties=dict(tool_penalties or {}),
             grader=grader)
 
