@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.validation import check_positive_int
 
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
@@ -108,10 +109,8 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
     if not names:
         raise ValueError("suites is empty: name at least one suite")
     chosen = [get_suite(n) for n in names]
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int (samples per item), got {k!r}")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    check_positive_int(k=k, hint="samples per item")
+    check_positive_int(limit=limit, allow_none=True)
     policy_obj, tok, name, built = resolve_policy(policy, tokenizer, model, api_key)
     # no cap of our own by default: the engine caps each turn at the env's info["max_new_tokens"]
     # (the protocol's budget), so every suite runs with its paper's length limits

@@ -101,6 +101,8 @@ class TIREnv(gym.Env):
     env_id = "tir/Base"
     #: dataset loaded when ``tasks`` is not given (``None``: tasks are required)
     default_tasks: str | None = None
+    #: the shipped tools whose keywords the env takes (``tir_envs.envs.tooling``)
+    configured_tools: tuple[str, ...] = ()
 
     def __init__(
         self,
