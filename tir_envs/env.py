@@ -97,7 +97,8 @@ class TIREnv(gym.Env):
     owns).  ``reset``/``step``/``close`` and their async twins are final.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    # text frames; Gymnasium's checker warns on any render mode without an fps
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
     env_id = "tir/Base"
     #: dataset loaded when ``tasks`` is not given (``None``: tasks are required)
     default_tasks: str | None = None

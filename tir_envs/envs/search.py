@@ -27,7 +27,7 @@ class SearchEnv(TIREnv):
 
     The search tool: ``retriever``, ``search_backend``, ``topk``, ``tool_timeout_s``
     (``tir_envs.envs.tooling``; default: the cached HotpotQA paragraph index, top 3, 30 s).
-    ``tasks``: Tasks/dicts, a shipped QA set name (``hotpotqa_distractor``, ``nq_open``, ...),
+    ``tasks``: Tasks/dicts, a shipped QA set name (``hotpotqa_distractor``, ``nq``, ...),
     or a QA JSONL/Parquet path.  ``metric``: ``"em"`` (Search-R1) or ``"f1"``; both are logged.
     ``prompt_template``: the user message, with ``{question}``.
     """
