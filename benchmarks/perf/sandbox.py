@@ -11,6 +11,12 @@
   interpreter state per call, nothing left running) at 1, 16 and 64 concurrent calls, each
   level right next to the same number of concurrent ``python -c`` subprocesses.
 * ``session_open_ms``: opening a session when no warm spare is left (fork + namespaces).
+* ``cpu_ms_per_call``: the CPU each call costs, the host process (``getrusage``) plus every
+  process of the sandbox (``/proc``, exited ones counted through their reaper), for stateful
+  calls in 64 sessions and stateless calls at 1 and 64 concurrent, next to
+  ``python -c "print(1)"`` measured the same way.  Unlike runs/s it barely moves with the
+  load of other jobs on the machine; ``projected_runs_per_s_at_64`` is what the CPU allows on
+  this machine's cores.
 
 Goals (issue 21): stateful p50 <= 0.5 ms and >= 3000 runs/s at 64 sessions; stateless >= 3x
 ``python -c`` at 1, 16 and 64 and >= 1000 runs/s at 64, on 2 cores.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -29,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.perf.sandbox_soak import tree_cpu_s  # noqa: E402
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
 
 CODE = "print(1)"
@@ -148,6 +156,50 @@ async def open_cost(tool: PythonTool, n: int) -> float:
     return per
 
 
+def _cpu_now() -> float:
+    """CPU seconds of this process (all its threads) and of everything it started: live
+    descendants from ``/proc``, reaped children (``python -c``) from ``getrusage``."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+            + tree_cpu_s(os.getpid()))
+
+
+async def _cpu_ms(calls: int, concurrency: int, call) -> float:
+    """CPU ms per call of ``concurrency`` loops making ``calls`` calls in all."""
+    per = max(1, calls // concurrency)
+
+    async def loop(i: int):
+        for _ in range(per):
+            await call(i)
+
+    start = _cpu_now()
+    await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    return round(1000 * (_cpu_now() - start) / (per * concurrency), 3)
+
+
+async def cpu_per_call(tool: PythonTool, stateless: PythonTool, calls: int) -> dict:
+    async def one_shot(_):
+        assert (await stateless.call({"code": CODE})).ok
+
+    sessions = await asyncio.gather(*(tool.open_session() for _ in range(64)))
+
+    async def stateful(i):
+        assert (await tool.call({"code": CODE}, sessions[i])).ok
+
+    await asyncio.gather(*(stateful(i) for i in range(64)), *(one_shot(i) for i in range(64)))
+    out = {"stateful_64": await _cpu_ms(4 * calls, 64, stateful),
+           "stateless_64": await _cpu_ms(calls, 64, one_shot),
+           "stateless_1": await _cpu_ms(calls // 4, 1, one_shot),
+           "python_c": await _cpu_ms(max(16, calls // 20), 16,
+                                     lambda _: subprocess_run(CODE))}
+    await asyncio.gather(*(tool.close_session(s) for s in sessions))
+    cores = os.cpu_count() or 1
+    out["projected_runs_per_s_at_64"] = {
+        k: round(1000 * cores / out[k]) for k in ("stateful_64", "stateless_64")}
+    return out
+
+
 async def main(quick: bool) -> dict:
     backend = LocalBackend()
     info = backend.pool.wait_ready(timeout=300)
@@ -162,6 +214,7 @@ async def main(quick: bool) -> dict:
         "stateless": await throughput(stateless, 1.0 if quick else 3.0, STATELESS_LEVELS,
                                       stateless_rate),
         "session_open_ms": round(await open_cost(tool, 64), 2),
+        "cpu_ms_per_call": await cpu_per_call(tool, stateless, 640 if quick else 2560),
     }
     result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
     lat, thr, sl = result["latency_ms"], result["throughput"], result["stateless"]

@@ -34,8 +34,10 @@ from tir_envs.tools.python.uids import BLOCK, processes_of  # noqa: E402
 RSS_GROWTH_LIMIT_MB = 64
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (ppid, rss_kb) for every visible process."""
+def _proc_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, rss_kb, CPU ticks) for every visible process; the ticks are its own
+    user + system time plus that of its reaped children (so a tree's sum also counts the
+    processes that already exited, e.g. the children of a stateless template)."""
     table = {}
     page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
     for name in os.listdir("/proc"):
@@ -44,18 +46,18 @@ def _proc_table() -> dict[int, tuple[int, int]]:
         try:
             with open(f"/proc/{name}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            table[int(name)] = (int(fields[1]), int(fields[21]) * page_kb)
+            table[int(name)] = (int(fields[1]), int(fields[21]) * page_kb,
+                                sum(int(x) for x in fields[11:15]))
         except (OSError, IndexError, ValueError):
             continue
     return table
 
 
-def tree(root: int) -> tuple[int, int]:
-    """(processes, total RSS in kB) of ``root`` and all its descendants."""
-    table = _proc_table()
+def _descendants(root: int, table: dict) -> set[int]:
+    """``root`` and every process below it in ``table``."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, row in table.items():
+        children.setdefault(row[0], []).append(pid)
     seen, stack = set(), [root]
     while stack:
         pid = stack.pop()
@@ -63,7 +65,22 @@ def tree(root: int) -> tuple[int, int]:
             continue
         seen.add(pid)
         stack += children.get(pid, [])
+    return seen
+
+
+def tree(root: int) -> tuple[int, int]:
+    """(processes, total RSS in kB) of ``root`` and all its descendants."""
+    table = _proc_table()
+    seen = _descendants(root, table)
     return len(seen), sum(table[p][1] for p in seen)
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds used so far by ``root``'s descendants (not ``root`` itself), the exited
+    ones included once reaped."""
+    table = _proc_table()
+    seen = _descendants(root, table) - {root}
+    return sum(table[p][2] for p in seen) / os.sysconf("SC_CLK_TCK")
 
 
 def host_rss_kb() -> int:
