@@ -15,7 +15,8 @@ verl (0.9.1) runs every sample of a batch through ``AgentLoopBase.run(sampling_p
   reward function), per-turn rewards in ``extra_fields["turn_scores"]``, the ledger's
   per-token rewards in ``extra_fields["tir_token_rewards"]`` and the episode's numbers and flags
   (``tir/infra_failed``, ``tir/unfinished``, ``tir/drift``, ``tir/overlong``, tool counts, ...)
-  in ``extra_fields["reward_extra_info"]``, which verl turns into per-sample batch columns.
+  in ``extra_fields["reward_extra_info"]``, which verl turns into per-sample batch columns
+  (the same keys for every env; calls per tool go in ``extra_fields["tir_tool_calls"]``).
 
 verl's ``ToolAgentLoop`` and its chat-template merging are not used: they re-render turns, so
 their ids can differ from the env's.
@@ -51,6 +52,9 @@ from trainers.verl.policy import VerlServerPolicy  # noqa: E402
 
 log = logging.getLogger(__name__)
 LABEL = "tir_task"
+#: per-tool counts differ between envs, while verl needs the same ``reward_extra_info`` keys in
+#: every row of a batch (a batch may mix agent loops): they go in their own column instead
+TOOL_KEYS = "tir/tool_calls/"
 _WARNED: set[str] = set()
 
 
@@ -109,6 +113,7 @@ class TIRAgentLoop(AgentLoopBase):
             mask, logprobs = [0] * len(response), logprobs[:len(response)]
         logs = episode_logs(traj, task, self.env.tool_names, **ledger_flags(traj),
                             overlong=float(overlong))
+        per_tool = {k: logs.pop(k) for k in [k for k in logs if k.startswith(TOOL_KEYS)]}
         observations = sum(t.observation_span[1] > t.observation_span[0] for t in traj.turns)
         return AgentLoopOutput(
             prompt_ids=prompt, response_ids=response, response_mask=mask,
@@ -118,7 +123,7 @@ class TIRAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(generate_sequences=policy.generate_s),
             extra_fields={"turn_scores": [float(t.reward) for t in traj.turns],
                           "tool_rewards": [], "tir_token_rewards": list(traj.token_rewards),
-                          "reward_extra_info": logs})
+                          "tir_tool_calls": per_tool, "reward_extra_info": logs})
 
 
 def _label(fields: Mapping[str, Any]) -> Any:
