@@ -10,8 +10,10 @@ serves episodes like the others, so no env is made just to read the task list.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import threading
+from typing import Any, Sequence
 
 from tir_envs.data.task import Task
 from tir_envs.rollout import EpisodeRunner
@@ -35,6 +37,7 @@ class ServedEnv:
         self.tool_names = sorted(core.tools)
         self.codec = core.codec
         self._tasks = index_tasks(core.tasks)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def task(self, label: Any) -> Task:
         """The task a dataset label names (a task id, or a whole task as JSON)."""
@@ -43,6 +46,19 @@ class ServedEnv:
     async def run(self, policy: Any, task: Task, **kwargs: Any) -> Trajectory:
         """One episode of ``task`` against ``policy`` (``kwargs``: ``EpisodeRunner.run``'s)."""
         return await self.runner.run(policy, options={"task": task}, **kwargs)
+
+    def run_batch(self, policy: Any, tasks: Sequence[Task], **kwargs: Any) -> list[Trajectory]:
+        """Episodes of ``tasks`` run concurrently, from synchronous code (a trainer's rollout
+        hook), in order.  They run on this env's own event-loop thread, the same one every
+        call, so the envs' tools always meet the loop they started on."""
+        async def batch() -> list[Trajectory]:
+            return list(await asyncio.gather(*[self.run(policy, t, **kwargs) for t in tasks]))
+
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name=f"tir-{self.env_id}",
+                             daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(batch(), self._loop).result()
 
 
 def served(config: EnvConfig, tokenizer: Any) -> ServedEnv:
