@@ -202,3 +202,25 @@ def test_the_dataset_writer_puts_labels_in_the_prompt_column(tmp_path):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [set(r) for r in rows] == [{"prompt"}] * 2
     assert rows[0]["prompt"].startswith("math500/")
+
+
+def test_failed_and_empty_episodes_reach_trl_flagged():
+    """An infra-failed episode's reward is None (TRL leaves it out of the group baseline, with
+    advantage 0); an episode with no token after the prompt gets one masked pad token (TRL
+    indexes every completion's last token)."""
+    from tir_envs.trajectory import EpisodeFailure, Trajectory
+    from trainers.trl.rollout import to_trl
+
+    failed = Trajectory(prompt_ids=[1, 2], task_id="a", env_id="tir/MathCode-v0")
+    failed.append([5, 6], policy=True, logprobs=[-0.1, -0.2])
+    failed.append([7], policy=False)
+    failed.fail(EpisodeFailure("infra", "sandbox worker died"))
+    empty = Trajectory(prompt_ids=[1, 2], task_id="b", env_id="tir/MathCode-v0",
+                       terminated=True, reward=-1.0)
+    out = to_trl([failed, empty], pad_token_id=0)
+    assert out["completion_ids"] == [[5, 6, 7], [0]]
+    assert out["env_mask"] == [[1, 1, 0], [0]]
+    assert out["logprobs"] == [[-0.1, -0.2, 0.0], [0.0]]
+    assert out["env_reward"] == [None, -1.0]
+    assert out["tir_infra_failed"] == [1.0, 0.0] and out["tir_empty"] == [0.0, 1.0]
+    assert out["tir_unfinished"] == [1.0, 0.0]

@@ -65,7 +65,9 @@ def episode_logs(trajectory: Trajectory, task: Task | None, tool_names: Iterable
 
 def ledger_flags(trajectory: Trajectory) -> dict[str, float]:
     """The flags every adapter reports with an episode: ``unfinished`` (the env did not end it:
-    a timeout or failure stopped it), ``drift`` (ids that differ from a fresh encoding of the
-    text, ``Trajectory.drift``), ``retokenized`` (some action arrived as text)."""
-    return {"unfinished": float(not (trajectory.terminated or trajectory.truncated)),
+    a failure, timeout or policy error stopped it, ``Trajectory.failure``), ``drift`` (ids that
+    differ from a fresh encoding of the text, ``Trajectory.drift``), ``retokenized`` (some
+    action arrived as text)."""
+    stopped = trajectory.failure is not None
+    return {"unfinished": float(stopped or not (trajectory.terminated or trajectory.truncated)),
             "drift": float(trajectory.drift), "retokenized": float(trajectory.retokenized)}
