@@ -122,7 +122,8 @@ class TIRAgentLoop(AgentLoopBase):
             num_turns=1 + len(traj.turns) + observations,
             metrics=AgentLoopMetrics(generate_sequences=policy.generate_s),
             extra_fields={"turn_scores": [float(t.reward) for t in traj.turns],
-                          "tool_rewards": [], "tir_token_rewards": list(traj.token_rewards),
+                          "tool_rewards": [],
+                          "tir_token_rewards": list(traj.token_rewards)[:len(response)],
                           "tir_tool_calls": per_tool, "reward_extra_info": logs})
 
 
