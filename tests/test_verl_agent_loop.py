@@ -245,3 +245,36 @@ def test_an_unsupported_verl_version_is_named(monkeypatch):
                         lambda d: "0.8.0" if d == "verl" else real(d))
     with pytest.raises(UnsupportedVersion, match=r"verl 0\.8\.0 is not supported .*0\.9\.1"):
         require("verl", ("0.9.1",), "verl")
+
+
+def test_an_aborted_generation_is_a_kept_flagged_episode(tmp_path, qwen_tok):
+    """verl's server aborts a request (weights being updated): the episode is kept with what it
+    had, flagged infra_failed and unfinished, the batch still builds."""
+    from verl.workers.rollout.replica import TokenOutput
+
+    setting = parity_settings(str(tmp_path / "search"), str(CACHE))[0]  # torl
+    right = setting.cases[0]
+
+    class AbortSecondTurn(vw.ScriptedClient):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            if sum(p["request_id"] == request_id for p in self.params) == 1:
+                self.params.append({"request_id": request_id, **sampling_params})
+                return TokenOutput(token_ids=[], stop_reason="aborted")
+            return await super().generate(request_id, prompt_ids=prompt_ids,
+                                          sampling_params=sampling_params, **kwargs)
+
+    data = vw.parquet(tmp_path / "d.parquet", [
+        {"data_source": setting.env_id, "agent_name": setting.name,
+         "prompt": [{"role": "user", "content": right.key}],
+         "extra_info": {"index": 0, "tir_task": right.label}}])
+    model = vw.model_dir(tmp_path, qwen_tok)
+    config = vw.compose(model, vw.agent_loop_file(tmp_path / "l.yaml", [setting]), data, 512, 256)
+    client = AbortSecondTurn(ScriptedServer(qwen_tok, setting.scripts), qwen_tok.eos_token_id)
+    from transformers import AutoTokenizer
+    out = vw.generate(config, client, vw.batch_from_parquet(config, data,
+                                                            AutoTokenizer.from_pretrained(model)))
+    nt = out.non_tensor_batch
+    assert nt["tir/infra_failed"].tolist() == [1.0] and nt["tir/unfinished"].tolist() == [1.0]
+    (row,) = vw.rows_of(out)
+    assert sum(row["loss_mask"]) > 0  # the first action and its observation are kept
+    assert "```output" in qwen_tok.decode(row["response_ids"])
