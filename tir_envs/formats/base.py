@@ -45,6 +45,12 @@ class ToolCallFormat:
         """The observation text for one call's result."""
         raise NotImplementedError
 
+    def render_call(self, tool: str, body: str) -> str:
+        """The text a policy writes to call ``tool`` with ``body`` as its main input (the code,
+        the query): the inverse of ``parse``, for scripted policies (``tir-envs audit``)."""
+        raise NotImplementedError(f"the {self.name!r} format does not say how a call is "
+                                  "written: define render_call(tool, body)")
+
     def render_observation(self, calls: Sequence[ToolCall], texts: Sequence[str],
                            action_text: str) -> str:
         """Join the results of one turn.  If the action already ends with the result opener

@@ -35,6 +35,11 @@ class MarkdownFormat(ToolCallFormat):
     def render_result(self, call: ToolCall, text: str) -> str:
         return f"{self.result_opener}\n{text.rstrip(chr(10))}\n```\n"
 
+    def render_call(self, tool: str, body: str) -> str:
+        if tool != self.tool:
+            raise ValueError(f"this markdown format calls only {self.tool!r}, not {tool!r}")
+        return f"```{self.language}\n{body}\n```"
+
 
 _OPEN_BLOCK = re.compile(r"```python[ \t]*\n")
 

@@ -47,6 +47,9 @@ class MathProtocol(Protocol):
         """Default turn budget for a given call budget."""
         return self.budgets.max_turns
 
+    def render_answer(self, text: str) -> str:
+        return f"The final answer is \\boxed{{{text}}}."
+
     def answer(self, state: EpisodeState) -> str | None:
         return extract_final_answer("\n".join(state.actions),
                                     fallback=self.extraction == "fallback")
