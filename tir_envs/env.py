@@ -27,6 +27,7 @@ from gymnasium import spaces
 from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.data.task import Task, resolve_tasks
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
+from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.tokenizer import load_tokenizer
@@ -265,8 +266,14 @@ class TIREnv(gym.Env):
             return self.tasks[int(i)]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
+    @property
+    def limits(self) -> GenerationLimits:
+        """What the next generation must obey (also ``info["limits"]``, mirrored into
+        ``info["stop_sequences"]``/``info["max_new_tokens"]``)."""
+        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left())
+
     def _generation_info(self) -> dict[str, Any]:
-        return {"stop_sequences": self.stop_sequences, "max_new_tokens": self._tokens_left()}
+        return self.limits.info()
 
     # ------------------------------------------------------------------ step
     def step(self, action: Any):
