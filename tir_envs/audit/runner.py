@@ -1,27 +1,29 @@
-"""Plays probe scripts through an env's public async API (``areset``/``astep`` on token ids).
+"""Plays probe scripts through the one episode loop (``EpisodeRunner``).
 
-The policy side behaves like a real generator: a script's text is encoded with the env's
-tokenizer, cut after the first stop string the env asked for (``info["stop_sequences"]``) and
-at ``info["max_new_tokens"]``; what a cut left unsaid is written on the next turn.  Nothing on
-the env side is special-cased: every episode goes through the env's own parse, tools, budgets
-and reward.  An exception out of the env, or an episode past its deadline, is recorded as a
-masked episode (a rollout engine would keep it flagged and a trainer would drop it).
+A probe's script is played by a ``ProbePolicy``: the policy side of the loop, behaving like a
+real generator.  Its text is encoded with the env's tokenizer and cut after the first stop
+string the env asks for and at the env's ``max_new_tokens`` (the runner's limits); what a cut
+left unsaid is written on the next turn.  Nothing on the env side is special-cased: every
+episode goes through the env's own reset, parse, tools, budgets and reward, and a failure
+(an exception out of the env, the deadline) is what the runner makes of it for every trainer:
+a kept trajectory flagged ``infra_failed``, i.e. masked.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from tir_envs.audit.candidates import Candidates
 from tir_envs.audit.context import ProbeContext
 from tir_envs.audit.probes import Action, Script
+from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.rollout.runner import EpisodeRunner
 from tir_envs.rollout.stops import cut_at_stop, first_stop
 
-#: actions per episode at most, whatever the env's budgets (a probe never needs more)
-MAX_STEPS = 64
+#: the generation cap asked for: the env's own ``max_new_tokens`` is always the lower one
+MAX_NEW_TOKENS = 1 << 30
 
 
 @dataclass
@@ -37,7 +39,7 @@ class EpisodeRecord:
     void: bool = False
     statuses: list[str] = field(default_factory=list)
     stop_reason: str = ""
-    error: str | None = None      # an exception out of the env, or the deadline
+    error: str | None = None      # the runner's failure record (an env exception, the deadline)
 
     @property
     def masked(self) -> bool:
@@ -85,36 +87,45 @@ class Writer:
             self.buffer = text[len(written):] if text.startswith(written) else ""
 
 
-async def play(env: Any, index: int, candidates: Candidates, build, timeout_s: float
-               ) -> EpisodeRecord:
-    """One episode of task ``index`` with the script ``build(ctx)`` (see the module doc)."""
-    task_id = str(env.tasks[index].id)
-    try:
-        return await asyncio.wait_for(_play(env, index, candidates, build), timeout_s)
-    except asyncio.TimeoutError:
-        return EpisodeRecord(task_id, error=f"no end within the {timeout_s:g}s deadline")
-    except Exception as exc:  # noqa: BLE001 - an env that raises is the finding itself
-        return EpisodeRecord(task_id, error=f"{type(exc).__name__}: {exc}"[:300])
+class ProbePolicy:
+    """The policy of one scripted episode: a ``Writer`` fed the observations it reads back from
+    its context (everything after its own last action)."""
 
+    def __init__(self, env: Any, candidates: Candidates, build: Callable):
+        self.env, self.codec, self.tokenizer = env, env.codec, env.tokenizer
+        self.candidates, self.build = candidates, build
+        self.ctx: ProbeContext | None = None
+        self.writer: Writer | None = None
+        self.seen = 0  # context ids accounted for: prompt, observations, our own actions
 
-async def _play(env: Any, index: int, candidates: Candidates, build) -> EpisodeRecord:
-    obs, info = await env.areset(options={"index": index})
-    codec = env.codec
-    ctx = ProbeContext(env, env.task, candidates, codec.decode(obs["tokens"].tolist()))
-    writer = Writer(build(ctx), ctx)
-    for _ in range(MAX_STEPS):
-        stop = list(info["stop_sequences"])
-        text, streamed = writer.next_text(stop)
-        ids = codec.encode(text)
-        cut = cut_at_stop(ids, codec.decode, stop if streamed else [],
-                          max_tokens=max(0, int(info["max_new_tokens"])))
+    async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
+                       sampling: SamplingParams) -> Generation:
+        context = list(prompt_ids)
+        if self.ctx is None:
+            self.ctx = ProbeContext(self.env, self.env.task, self.candidates,
+                                    self.codec.decode(context))
+            self.writer = Writer(self.build(self.ctx), self.ctx)
+        else:
+            self.ctx.observations.append(self.codec.decode(context[self.seen:]))
+        stop = list(stop)
+        text, streamed = self.writer.next_text(stop)
+        ids = self.codec.encode(text)
+        cut = cut_at_stop(ids, self.codec.decode, stop if streamed else [],
+                          max_tokens=sampling.max_tokens)
         ids = ids[:cut.length]
-        writer.sent(text, codec.decode(ids), streamed)
-        obs, _, terminated, truncated, info = await env.astep(ids)
-        ctx.observations.append(codec.decode(obs["tokens"].tolist()))
-        if terminated or truncated:
-            return _record(info["trajectory"])
-    raise RuntimeError(f"the episode did not end within {MAX_STEPS} actions")
+        written = self.codec.decode(ids)
+        self.writer.sent(text, written, streamed)
+        self.seen = len(context) + len(ids)
+        return Generation(ids, None, cut.finish_reason, cut.stop_reason, text=written)
+
+
+async def play(runner: EpisodeRunner, env: Any, index: int, candidates: Candidates,
+               build: Callable) -> EpisodeRecord:
+    """One episode of task ``index`` with the script ``build(ctx)``."""
+    policy = ProbePolicy(env, candidates, build)
+    traj = await runner.run(policy, options={"index": index},
+                            sampling=SamplingParams(max_tokens=MAX_NEW_TOKENS))
+    return _record(traj)
 
 
 def _record(traj: Any) -> EpisodeRecord:
@@ -123,4 +134,5 @@ def _record(traj: Any) -> EpisodeRecord:
         answered=traj.answered, answer=None if traj.answer is None else str(traj.answer),
         infra_failed=bool(traj.infra_failed),
         void=traj.num_tool_calls == 0 and traj.answered is False,
-        statuses=[t.status for t in traj.turns], stop_reason=traj.stop_reason)
+        statuses=[t.status for t in traj.turns], stop_reason=traj.stop_reason,
+        error=None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.message}")

@@ -15,6 +15,7 @@ from tir_envs.audit.probes import PROBES, Probe, honest
 from tir_envs.audit.report import AuditReport, ProbeResult
 from tir_envs.audit.runner import EpisodeRecord, play
 from tir_envs.audit.target import build_env, pick_tasks
+from tir_envs.rollout.runner import EpisodeRunner
 
 
 async def aaudit(env: str | Callable[[], Any], *, protocol: str | None = None,
@@ -26,20 +27,20 @@ async def aaudit(env: str | Callable[[], Any], *, protocol: str | None = None,
     if episode_timeout_s <= 0:
         raise ValueError(f"episode_timeout_s must be > 0, got {episode_timeout_s!r}")
     target = build_env(env, protocol, env_kwargs)
+    runner = EpisodeRunner([target], episode_timeout_s=episode_timeout_s)
     try:
         chosen = pick_tasks(target, tasks)
-        baseline, best = await _baseline(target, chosen, episode_timeout_s)
+        baseline, best = await _baseline(runner, target, chosen)
         results = []
         for p in battery:
             episodes = []
             for index, cands in chosen:
-                record = await _maybe_play(target, index, cands, p.build,
-                                           episode_timeout_s)
+                record = await _maybe_play(runner, target, index, cands, p.build)
                 if record is not None:
                     episodes.append(record)
             results.append(ProbeResult(p.name, p.family, p.what, episodes, best))
     finally:
-        await target.aclose()
+        await runner.aclose()
         target.close()
     name = env if isinstance(env, str) else getattr(target, "env_id", type(target).__name__)
     args = {**dict(env_kwargs or {}), **({"protocol": protocol} if protocol else {})}
@@ -47,23 +48,22 @@ async def aaudit(env: str | Callable[[], Any], *, protocol: str | None = None,
                        results, _warnings(baseline))
 
 
-async def _maybe_play(env, index, cands, build, timeout_s) -> EpisodeRecord | None:
+async def _maybe_play(runner, env, index, cands, build) -> EpisodeRecord | None:
     """Play ``build`` on task ``index``, or ``None`` when the probe does not apply there (it
     is asked first on a context without observations, before any reset)."""
     if build(ProbeContext(env, env.tasks[index], cands, prompt="")) is None:
         return None
-    return await play(env, index, cands, build, timeout_s)
+    return await play(runner, env, index, cands, build)
 
 
-async def _baseline(env, chosen, timeout_s) -> tuple[list[EpisodeRecord], dict[str, float]]:
+async def _baseline(runner, env, chosen) -> tuple[list[EpisodeRecord], dict[str, float]]:
     """Every honest-but-wrong episode, and the best reward per task id."""
     records, best = [], {}
     strategies = [None, *(env.tools if env.use_tools else [])]
     for index, cands in chosen:
         task_id = str(env.tasks[index].id)
         for tool in strategies:
-            record = await play(env, index, cands, lambda ctx, t=tool: honest(ctx, t),
-                                timeout_s)
+            record = await play(runner, env, index, cands, lambda ctx, t=tool: honest(ctx, t))
             records.append(record)
             if not record.masked:
                 best[task_id] = max(best.get(task_id, float("-inf")), record.reward)

@@ -58,6 +58,11 @@ class ToolCallFormat:
         out = "".join(self.render_result(c, t) for c, t in zip(calls, texts))
         return trim_repeated_opener(out, action_text, self.result_opener)
 
+    def prose(self, text: str) -> str:
+        """``text`` without its calls: what the policy wrote to be read, not run.  An answer
+        is read from here (a box inside code is the tool's input, not an answer)."""
+        return text
+
     def visible(self, text: str) -> str:
         """The part of an action that can hold calls: text before any result opener."""
         if self.result_opener:

@@ -62,6 +62,9 @@ class JsonFormat(ToolCallFormat):
             calls.append(ToolCall(name, args, m.group(0), m.start(), m.end(), error))
         return calls
 
+    def prose(self, text: str) -> str:
+        return _CALL.sub("", text)
+
     def render_call(self, tool: str, body: str) -> str:
         arguments = {self.argument_names.get(tool, "input"): body}
         return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"

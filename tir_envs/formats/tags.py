@@ -61,6 +61,9 @@ class TagsFormat(ToolCallFormat):
                                   m.group(0), m.start(), m.end()))
         return calls
 
+    def prose(self, text: str) -> str:
+        return self._call.sub("", text)
+
     def render_call(self, tool: str, body: str) -> str:
         for spec in self.specs.values():
             if spec.tool == tool:
