@@ -63,12 +63,13 @@ class ProbeContext:
         known = BENIGN_INPUT.get(tool, "1")
         return known if known is not None else self.task.question[:200]
 
-    def echo(self, tool: str, text: str) -> str:
-        """An input that makes ``tool`` print ``text`` in its result, where the tool can:
-        Python prints it, SQL selects it as a literal; any other tool gets it as its input
-        (most show their input back in an error or a result)."""
+    def echo(self, tool: str, text: str) -> str | None:
+        """An input that makes ``tool`` print ``text`` in its result without holding ``text``
+        itself (so the policy never wrote it: only the tool's output does), or ``None`` for a
+        tool that cannot be made to (Python decodes hex; SQL concatenates one-character
+        literals)."""
         if tool == "python":
-            return f"print({json.dumps(text)})"
+            return f"print(bytes.fromhex('{text.encode().hex()}').decode())"
         if tool == "sql":
-            return "SELECT '" + text.replace("'", "''") + "' AS v"
-        return text
+            return "SELECT " + " || ".join("'" + c.replace("'", "''") + "'" for c in text)
+        return None
