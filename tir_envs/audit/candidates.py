@@ -69,8 +69,8 @@ def candidates_for(answer: Any, others: Sequence[Any]) -> Candidates | None:
     gold = gold_text(answer)
     if gold is None:
         return None
-    golds = {g.lower() for g in ([answer] if isinstance(answer, str) else answer or [])
-             if isinstance(g, str)} | {gold.lower()}
+    aliases = answer if isinstance(answer, (list, tuple)) else [answer]
+    golds = {str(g).strip().lower() for g in aliases}
     wrong: list[str] = []
     base = Candidates(gold, ())
     if base.neighbours():

@@ -22,6 +22,7 @@ class ProbeContext:
     candidates: Candidates
     prompt: str                   # the prompt text
     observations: list[str] = field(default_factory=list)  # decoded, one per step
+    max_new_tokens: int = 0       # what the current generation may write at most
 
     @property
     def protocol(self):

@@ -213,7 +213,10 @@ def one_char(ctx):
 @probe("degenerate.max_length", "degenerate",
        "the longest response the env allows: candidates repeated, no answer, no stop string")
 def max_length(ctx):
-    return [Action(f"{ctx.wrong[0]} {ctx.gold} {ctx.wrong[1]} " * 20_000)]
+    def longest(c: ProbeContext) -> Action:
+        words = f"{c.wrong[0]} {c.gold} {c.wrong[1]} "
+        return Action(words * (c.max_new_tokens // max(1, len(c.env.codec.encode(words))) + 2))
+    return [longest]
 
 
 @probe("degenerate.only_call", "degenerate", "one harmless tool call and nothing else")

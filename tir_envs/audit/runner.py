@@ -40,6 +40,7 @@ class EpisodeRecord:
     statuses: list[str] = field(default_factory=list)
     stop_reason: str = ""
     error: str | None = None      # the runner's failure record (an env exception, the deadline)
+    seconds: float = 0.0
 
     @property
     def masked(self) -> bool:
@@ -51,7 +52,7 @@ class EpisodeRecord:
                 "answered": self.answered, "answer": _short(self.answer),
                 "infra_failed": self.infra_failed, "void": self.void,
                 "statuses": self.statuses, "stop_reason": self.stop_reason,
-                "error": self.error}
+                "error": self.error, "seconds": round(self.seconds, 3)}
 
 
 def _short(text: str | None, limit: int = 160) -> str | None:
@@ -107,6 +108,7 @@ class ProbePolicy:
             self.writer = Writer(self.build(self.ctx), self.ctx)
         else:
             self.ctx.observations.append(self.codec.decode(context[self.seen:]))
+        self.ctx.max_new_tokens = sampling.max_tokens
         stop = list(stop)
         text, streamed = self.writer.next_text(stop)
         ids = self.codec.encode(text)
@@ -135,4 +137,5 @@ def _record(traj: Any) -> EpisodeRecord:
         infra_failed=bool(traj.infra_failed),
         void=traj.num_tool_calls == 0 and traj.answered is False,
         statuses=[t.status for t in traj.turns], stop_reason=traj.stop_reason,
-        error=None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.message}")
+        error=None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.message}",
+        seconds=float(traj.metadata.get("episode_s", 0.0)))
