@@ -24,6 +24,7 @@ single-valued gold each of them must be right.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from tir_envs.rewards.math.normalize import as_rational, light_normalize
@@ -39,6 +40,9 @@ _INTERVAL_GOLD = re.compile(r"\\infty|\\cup|\\in(?![A-Za-z])|(?<!sqrt)\[[^\[\]]*
                             r"|\([^()]*,[^()]*\]")
 _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|±|∓")
 _RELATION_SPLIT = re.compile(r"(?<![<>!\\])=(?!=)")
+# What every hedge above contains: an answer without any of it (most: plain numbers,
+# fractions) skips the individual rules.
+_MAYBE = re.compile(r"[\\<>|=±∓≤≥≠∨]|or", re.IGNORECASE)
 
 
 def _words(answer: str) -> str:
@@ -46,6 +50,7 @@ def _words(answer: str) -> str:
     return _TEXT_WRAPPER.sub(r" \1 ", answer)
 
 
+@functools.lru_cache(maxsize=8192)  # golds repeat across a GRPO group
 def has_disjunction(answer: str) -> bool:
     """Whether ``answer`` joins parts with "or" (``\\lor``, ``\\vee``, ``||``, the word)."""
     return bool(_OR_SYMBOL.search(answer) or _OR_WORD.search(_words(answer)))
@@ -89,6 +94,8 @@ def read_pair(pred: str, gold: str, gold_is_list: bool) -> tuple[str, str, str |
     """``(pred, gold, reason)``: ``reason`` says why ``pred`` is a hedge (it is then wrong);
     otherwise disjunctions are read as lists where the gold is a list or set
     (``x = 1 \\text{ or } x = -2`` against ``1, -2``), or itself a disjunction."""
+    if not _MAYBE.search(pred):
+        return pred, as_list(gold) if has_disjunction(gold) else gold, None
     reason = hedge_reason(pred, gold, gold_is_list)
     if reason:
         return pred, gold, reason
