@@ -74,11 +74,37 @@ def _unequal_chain(answer: str) -> bool:
     return len(values) > 1
 
 
+# An extracted answer that still holds a box: the box stood beside other text inside the
+# answer's box (``\\boxed{41 \\boxed{42}}``), which Math-Verify would read as the inner box.
+_BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _box_beside_text(answer: str) -> bool:
+    """Whether ``answer`` holds a box that is not the whole of it (boxes within boxes peeled)."""
+    while True:
+        m = _BOX_INSIDE.search(answer)
+        if m is None:
+            return False
+        text = answer.strip().strip("$").strip()
+        if m.start() != answer.index(text) or not text.endswith("}"):
+            return True
+        depth, i = 0, m.end() - 1 - answer.index(text)
+        for j in range(i, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0) if text[j - 1:j] != "\\" else 0
+            if depth == 0:
+                break
+        if j != len(text) - 1:
+            return True
+        answer = text[i + 1:-1]
+
+
 def hedge_reason(pred: str, gold: str, gold_is_list: bool) -> str | None:
     """Why ``pred`` is a hedge against ``gold`` (see the module docstring), or ``None``.
 
     Expects ``prepare_answer``ed text; ``gold_is_list`` is ``extract.is_multi_valued(gold)``.
     A disjunction against a list gold is not a hedge: the caller reads it with ``as_list``."""
+    if _box_beside_text(pred) and not _BOX_INSIDE.search(gold):
+        return "hedge: a box beside other text (the answer is the whole box)"
     if has_disjunction(pred) and not gold_is_list and not has_disjunction(gold):
         return "hedge: a disjunction of candidates is not an answer"
     if _RANGE.search(pred) and not _RANGE.search(gold) and not _INTERVAL_GOLD.search(gold):
