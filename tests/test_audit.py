@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import gymnasium as gym
 import pytest
@@ -15,10 +16,10 @@ from tests.sql_helpers import CACHE
 from tir_envs.audit import MASKS, PAYS, PROBES, audit
 from tir_envs.cli import main
 from tir_envs.data.spider import load_spider
-from tir_envs.envs.mathcode import MathCodeEnv
-from tir_envs.protocols import Budgets, Protocol
-from tir_envs.formats import TagsFormat, TagSpec
 from tir_envs.env import TIREnv
+from tir_envs.envs.mathcode import MathCodeEnv
+from tir_envs.formats import TagsFormat, TagSpec
+from tir_envs.protocols import Budgets, Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.extract import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
@@ -179,6 +180,38 @@ class AnyOfSeveralCounterEnv(CounterEnv):
                             answered=True)
 
 
+class BlamingCounterTool(CounterTool):
+    """A weakened tool: it reports the model's botched input as its own failure."""
+
+    async def call(self, arguments, session=None):
+        result = await super().call(arguments, session)
+        return ToolResult.infra("bad step") if result.status == ToolStatus.ERROR else result
+
+
+class BlamingCounterEnv(CounterEnv):
+    def __init__(self, tasks=None, **kwargs):
+        TIREnv.__init__(self, protocol=CounterProtocol(), tools=[BlamingCounterTool()],
+                        tasks=tasks or self.tasks_list, **kwargs)
+
+
+class SlowGraderCounterEnv(CounterEnv):
+    """A weakened grader: no deadline of its own, and long answers take it a long time."""
+
+    def outcome(self, task, trajectory, actions):
+        if len(actions[-1]) > 2000:
+            time.sleep(3)
+        return super().outcome(task, trajectory, actions)
+
+
+def test_forgeable_statuses_and_hanging_graders_mask():
+    blamed = audit(BlamingCounterEnv, tasks=1, probes=[p for p in PROBES if p.family == "format"])
+    assert blamed.verdicts()["format.answer_in_tool_input"] == MASKS and not blamed.ok
+    slow = audit(SlowGraderCounterEnv, tasks=1, episode_timeout_s=1.0,
+                 probes=[p for p in PROBES if p.name == "dos.nested_parens"])
+    assert slow.verdicts() == {"dos.nested_parens": MASKS}
+    assert "timeout" in slow.probes[0].episodes[0].error
+
+
 gym.register(CounterEnv.env_id, entry_point=CounterEnv)
 gym.register(AnyOfSeveralCounterEnv.env_id, entry_point=AnyOfSeveralCounterEnv)
 
@@ -203,3 +236,14 @@ def test_bad_input_is_named_before_any_episode(capsys):
         audit(lambda: TIREnv(tools=[CounterTool()], tasks=CounterEnv.tasks_list))
     with pytest.raises(ValueError, match="tasks must be a positive int"):
         audit(CounterEnv.env_id, tasks=0)
+    assert main(["audit", CounterEnv.env_id, "--import", "no_such_module_xyz"]) == 2
+    assert "--import no_such_module_xyz" in capsys.readouterr().err
+
+
+def test_a_broken_probe_is_an_error_not_a_verdict():
+    from tir_envs.audit import Probe
+
+    def broken(ctx):
+        return [lambda c: c.answer(c.observations[5])]  # there is no sixth observation
+    with pytest.raises(RuntimeError, match="the probe's script failed"):
+        audit(CounterEnv.env_id, tasks=1, probes=[Probe("x.broken", "x", "a bug", broken)])

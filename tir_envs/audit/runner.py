@@ -127,6 +127,11 @@ async def play(runner: EpisodeRunner, env: Any, index: int, candidates: Candidat
     policy = ProbePolicy(env, candidates, build)
     traj = await runner.run(policy, options={"index": index},
                             sampling=SamplingParams(max_tokens=MAX_NEW_TOKENS))
+    if traj.failure is not None and traj.failure.kind == "policy_error":
+        # the script itself broke (a probe's bug, a protocol that cannot write it): that is
+        # no verdict on the env
+        raise RuntimeError(f"the probe's script failed on task {traj.task_id}: "
+                           f"{traj.failure.message}")
     return _record(traj)
 
 

@@ -54,9 +54,12 @@ def build_env(env: str | Callable[[], gym.Env], protocol: str | None,
 
 
 def _check_protocol(env: TIREnv) -> None:
+    """The protocol writes an answer and a call of each tool, or the audit stops here."""
     try:
         env.protocol.render_answer("x")
-    except NotImplementedError as exc:
+        for tool in env.tools if env.use_tools else ():
+            env.protocol.render_call(tool, "x")
+    except (NotImplementedError, ValueError) as exc:
         env.close()
         raise TypeError(f"{type(env).__name__}: {exc}") from None
 
