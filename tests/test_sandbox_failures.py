@@ -163,6 +163,7 @@ def test_wedged_fork_server_never_hangs_a_caller(mode):
 def test_full_pool_is_infra_error_after_open_timeout():
     t = PythonTool(backend=LocalBackend(spares=0, max_sessions=1, open_timeout_s=1.0,
                                         disk_mb=41))
+    t.backend.pool.wait_ready(timeout=120)  # the fork server's start is not what is tested
     s = open_session(t)
     try:
         assert call(t, "1", s).text == "1"

@@ -23,9 +23,15 @@ class SandboxBackend(abc.ABC):
 
     name = "backend"
 
+    #: Whether ``open(limits, stateless=True)`` gives a handle whose every ``run`` starts from
+    #: a fresh interpreter (and leaves nothing behind), so one handle serves many one-shot
+    #: calls.  Backends without it get a new handle per stateless call.
+    stateless_sessions = False
+
     @abc.abstractmethod
-    async def open(self, limits: Limits) -> Any:
-        """A new interpreter handle (raise ``SandboxUnavailable`` if none can be started)."""
+    async def open(self, limits: Limits, stateless: bool = False) -> Any:
+        """A new interpreter handle (raise ``SandboxUnavailable`` if none can be started);
+        ``stateless`` only matters where ``stateless_sessions`` is true."""
 
     @abc.abstractmethod
     async def run(self, handle: Any, code: str, limits: Limits) -> Execution:
