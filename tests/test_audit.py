@@ -26,10 +26,6 @@ from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.sql import SQLReward
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 
-#: holes other branches close; each is asserted below as exactly what fails until then
-KNOWN_OPEN = {"forged.frames"}  # the sandbox believes a forged setup_error frame (issue 21.1)
-
-
 @pytest.fixture(scope="module")
 def grader():
     with GraderPool(workers=1, timeout_s=3) as pool:
@@ -37,10 +33,8 @@ def grader():
 
 
 def assert_held(report) -> None:
-    """Every applicable probe HELD, but for the known open holes, which must still fail."""
-    failing = {p.name: p.verdict for p in report.failing}
-    unexpected = {k: v for k, v in failing.items() if k not in KNOWN_OPEN}
-    assert not unexpected, report.to_markdown()
+    """Every applicable probe HELD (the report's Markdown says which did not, and how)."""
+    assert report.ok, report.to_markdown()
     held = sum(v == "HELD" for v in report.verdicts().values())
     assert held >= 25, report.verdicts()  # the battery really ran, probes of every family
 
@@ -51,6 +45,7 @@ def test_mathcode_holds(protocol, grader, tmp_path):
                    env_kwargs={"tool_timeout_s": 1.0, "grader": grader})
     assert_held(report)
     assert report.verdicts()["forged.time"] == "HELD"  # python probes applied
+    assert report.verdicts()["forged.frames"] == "HELD"  # no frame yields infra_error
     written = json.loads((tmp_path / "audit.json").read_text())
     assert written["env"] == "tir/MathCode-v0" and len(written["probes"]) == len(PROBES)
     assert (tmp_path / "audit.md").read_text().startswith("# Reward-hacking audit")
@@ -85,14 +80,6 @@ def test_autotir_holds(grader):
         "grader": grader})
     assert_held(report)
     assert report.verdicts()["hedge.every_letter"] == "HELD"  # a letter gold was probed
-
-
-def test_the_known_open_holes_still_fail(grader):
-    """When the sandbox branch lands, this fails: drop the probe from KNOWN_OPEN."""
-    report = audit("tir/MathCode-v0", protocol="zerotir", tasks=1,
-                   probes=[p for p in PROBES if p.name in KNOWN_OPEN],
-                   env_kwargs={"tool_timeout_s": 1.0, "grader": grader})
-    assert set(report.verdicts().values()) == {MASKS}
 
 
 # ---------------------------------------------------------------- the probes can fail
