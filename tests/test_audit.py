@@ -234,3 +234,35 @@ def test_a_broken_probe_is_an_error_not_a_verdict():
         return [lambda c: c.answer(c.observations[5])]  # there is no sixth observation
     with pytest.raises(RuntimeError, match="the probe's script failed"):
         audit(CounterEnv.env_id, tasks=1, probes=[Probe("x.broken", "x", "a bug", broken)])
+
+
+# ------------------------------------------------ what the battery found, pinned directly
+@pytest.mark.parametrize("protocol,actions", [
+    ("torl", ["```python\nprint('\\\\boxed{13}')  # \\boxed{13}\n```\n```output", "Done."]),
+    ("zerotir", ["```python", "\n# \\boxed{13}\nprint(13)\n```", "Done."]),
+])
+def test_a_box_inside_code_is_no_answer(protocol, actions, grader):
+    env = MathCodeEnv(protocol=protocol, tasks=[{"question": "6 + 7?", "answer": "13"}],
+                      grader=grader, tool_timeout_s=2.0)
+    try:
+        env.reset(options={"index": 0})
+        for text in actions:
+            _, reward, terminated, truncated, info = env.step(env.codec.encode(text))
+            if terminated or truncated:
+                break
+        traj = info["trajectory"]
+        assert traj.answer is None and traj.correct is False
+        assert reward == env.reward.wrong_reward == traj.reward
+    finally:
+        env.close()
+
+
+def test_an_empty_response_scores_what_the_reward_says(grader):
+    env = MathCodeEnv(protocol="torl", tasks=[{"question": "6 + 7?", "answer": "13"}],
+                      grader=grader)
+    try:
+        env.reset(options={"index": 0})
+        _, reward, terminated, _, info = env.step([])
+        assert terminated and reward == -1.0 and info["trajectory"].reward == -1.0
+    finally:
+        env.close()
