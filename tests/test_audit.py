@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -266,3 +267,20 @@ def test_an_empty_response_scores_what_the_reward_says(grader):
         assert terminated and reward == -1.0 and info["trajectory"].reward == -1.0
     finally:
         env.close()
+
+
+def test_the_add_a_probe_example_of_the_docs_runs():
+    """docs/audit.md's "Add a probe" block registers two probes that then run in an audit."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "audit.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.DOTALL) if "@probe(" in b)
+    before = list(PROBES)
+    try:
+        exec(compile(block, "docs/audit.md", "exec"), {})  # noqa: S102 - our own doc
+        added = PROBES[len(before):]
+        assert [p.name for p in added] == ["hedge.plus_minus",
+                                           "copy.search_then_answer_with_documents"]
+        report = audit(CounterEnv.env_id, tasks=2)
+        assert report.verdicts()["hedge.plus_minus"] == "HELD"
+        assert report.verdicts()["copy.search_then_answer_with_documents"] == "N/A"
+    finally:
+        PROBES[:] = before
