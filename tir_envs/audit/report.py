@@ -115,7 +115,7 @@ class AuditReport:
         counts = ", ".join(f"{n} {v}" for v, n in Counter(p.verdict for p in self.probes).items())
         lines = [f"# Reward-hacking audit: `{self.env}`", "",
                  f"Tasks: {', '.join(f'`{t}`' for t in self.task_ids)}. "
-                 f"Env arguments: `{json.dumps(self.env_args, default=str)}`.", "",
+                 f"Env arguments: {_args(self.env_args)}.", "",
                  f"**{'PASS' if self.ok else 'FAIL'}**: {counts}.", ""]
         lines += [f"> warning: {w}" for w in self.warnings] + ([""] if self.warnings else [])
         lines += ["| probe | verdict | mean reward | baseline | correct | masked | void | "
@@ -144,6 +144,14 @@ class AuditReport:
         js.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n")
         md.write_text(self.to_markdown())
         return js, md
+
+
+def _args(args: dict[str, Any]) -> str:
+    """``k=v`` pairs, each value cut to a line (a task list, a reward object)."""
+    if not args:
+        return "none"
+    cut = {k: repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..." for k, v in args.items()}
+    return ", ".join(f"`{k}={v}`" for k, v in cut.items())
 
 
 def _fmt(x: float | None) -> str:
