@@ -10,10 +10,13 @@ import contextlib
 
 import pytest
 
-from tir_envs.rewards.math import GraderPool, extract_final_answer
+from tir_envs.data.task import Task
+from tir_envs.rewards.autotir import AutoTIRReward
+from tir_envs.rewards.math import GraderPool, MathReward, extract_final_answer
 from tir_envs.rewards.math.extract import graded_texts
 from tir_envs.rewards.math.hedge import as_list, has_disjunction, hedge_reason
 from tir_envs.rewards.math.verify import verify_pair
+from tir_envs.trajectory import Trajectory
 
 HEDGES = [  # each must score 0
     (r"\boxed{41 \lor 42}", "42", False, True),
@@ -41,6 +44,16 @@ HEDGES = [  # each must score 0
     (r"\boxed{41 = 42}", "42", False, True),
     (r"\boxed{x = 41 = 42}", "42", False, True),
     (r"\boxed{x \in \{41, 42\}}", "42", False, False),
+    (r"\boxed{42 \approx 41}", "42", False, True),
+    (r"\boxed{41 \sim 42}", "42", False, True),
+    (r"\boxed{41 \overset{?}{=} 42}", "42", False, True),
+    (r"\boxed{41 \\ 42}", "42", False, True),
+    (r"\boxed{\begin{cases} 41 \\ 42 \end{cases}}", "42", False, True),
+    (r"\boxed{41 \mid 42}", "42", False, True),
+    (r"\boxed{41 | 42}", "42", False, True),
+    (r"\boxed{41 \& 42}", "42", False, True),
+    (r"\boxed{41 \cup 42}", "42", False, True),
+    (r"\boxed{41 \text{ (or 42)}}", "42", False, False),
     # type: an interval, a set, a tuple and a list of solutions are different answers
     (r"\boxed{-1, 1}", "(-1, 1)", False, True),
     (r"\boxed{\{-1, 1\}}", "(-1, 1)", False, True),
@@ -96,6 +109,20 @@ LEGIT = [  # each must still score 1 (or stay wrong where both graders agree it 
     (r"\boxed{x > 2}", "x > 2", True, True),
     (r"\boxed{\{3\}}", "3", True, True),
     (r"\boxed{|-3|}", "3", True, True),
+    (r"\boxed{\frac{1}{3} \approx 0.333}", r"\frac{1}{3}", True, True),
+    (r"\boxed{\begin{pmatrix} 1 \\ -2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
+     True, True),
+    (r"\boxed{\max(41, 42)}", "42", True, True),
+    # from Math-Verify's own suite: relations, arrays and unions that are no hedge
+    (r"\boxed{x \neq 3}", "x != 3", True, True),
+    (r"\boxed{\left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right]}",
+     r"\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}", True, True),
+    (r"\boxed{z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]}",
+     r"1\leq|z|\leq \frac{3}{2}", True, True),
+    # ... and its verdicts this grader does not share (docs/mathcode.md)
+    (r"\boxed{x = 5+5+1 = 7 =11}", "x = 11", False, True),
+    (r"\boxed{x=1/3\approx1.3}", "1/3", False, True),
+    (r"\boxed{\{1,3\}}", "(1,3)", False, True),
     (r"\boxed{\text{(C)}}", r"\text{(C)}", True, True),
     (r"\boxed{C}", r"\text{(C)}", True, True),
     (r"\boxed{\text{north}}", r"\text{North}", True, True),
@@ -172,7 +199,8 @@ def test_several_boxes_against_one_value_are_each_graded(pool):
     (r"41 \lor 42", True), (r"41 \vee 42", True), ("41 || 42", True), (r"a \text{ or } b", True),
     ("either 1 or 2", True), ("41 ∨ 42", True), (r"\|v\|", False), ("||x||", False),
     (r"\text{color}", False), (r"\text{North}", False), (r"\left(1, 2\right)", False),
-    (r"\frac{41}{42}", False),
+    (r"\frac{41}{42}", False), ("41 | 42", True), ("|x| + |y|", False), (r"41 \mid 42", True),
+    (r"\{x \mid x > 0\}", False), (r"41 \& 42", True),
 ])
 def test_disjunctions_are_found_by_their_words_and_symbols(text, found):
     assert has_disjunction(text) is found
@@ -184,3 +212,16 @@ def test_a_disjunction_against_a_list_gold_is_read_as_the_list():
     assert as_list("either 1 or 2") == "1, 2"
     assert hedge_reason(r"1 \lor -2", "1, -2", True) is None
     assert hedge_reason(r"1 \lor -2", "1", False).startswith("hedge")
+
+
+@pytest.mark.parametrize("action, correct", [
+    (r"So the answer is $\boxed{42}$.", True),
+    (r"So the answer is $\boxed{41 \lor 42}$.", False),
+    (r"So $\boxed{41}$ or $\boxed{42}$.", False),
+    (r"It lies in $\boxed{40 \le x \le 45}$.", False),
+])
+def test_math_reward_and_autotir_math_domain(pool, action, correct):
+    task = Task("q", "question", "42", {"domain": "math"})
+    assert MathReward(grader=pool)(task, Trajectory(), [action]).value == float(correct)
+    autotir = AutoTIRReward(grader=pool)(task, Trajectory(), [action])
+    assert autotir.correct is correct

@@ -11,7 +11,10 @@ import random
 import pytest
 
 from tir_envs.data.qa import QA_SETS, load_qa
-from tir_envs.rewards.qa import candidates, exact_match, f1
+from tir_envs.data.task import Task
+from tir_envs.rewards.autotir import AutoTIRReward
+from tir_envs.rewards.qa import QAReward, candidates, exact_match, f1
+from tir_envs.trajectory import Trajectory
 
 HEDGES = [  # each scores 0: no more than the wrong candidate alone
     ("Paris or London", ["Paris"], 0.0, 0.0),
@@ -22,6 +25,8 @@ HEDGES = [  # each scores 0: no more than the wrong candidate alone
     ("Paris and London", ["Paris"], 0.0, 0.0),
     ("Paris & London", ["Paris"], 0.0, 0.0),
     ("Paris and/or London", ["Paris"], 0.0, 0.0),
+    ("Paris (or London)", ["Paris"], 0.0, 0.0),
+    ("Paris, or London", ["Paris"], 0.0, 0.0),
     ("Paris; London", ["Paris"], 0.0, 0.0),
     ("Paris | London", ["Paris"], 0.0, 0.0),
     ("Paris\nLondon", ["Paris"], 0.0, 0.0),
@@ -49,6 +54,9 @@ LEGIT = [
     ("NYC / New York City", ["NYC", "New York City"], 1.0, 1.0),  # both candidates are golds
     ("Priscilla Denise Levertov", ["Denise Levertov"], 0.0, 0.8),
     ("Ballon d'Or", ["Ballon d'Or"], 1.0, 1.0),
+    ("Ballon d'Or winner", ["Ballon d'Or"], 0.0, 0.8),
+    ("Oregon", ["Oregon"], 1.0, 1.0),
+    ("Paris or Paris", ["Paris"], 1.0, 1.0),
 ]
 
 
@@ -97,3 +105,27 @@ def test_gold_plus_a_wrong_answer_never_beats_the_wrong_answer(join):
             if f1(hedge, task.answer) > f1(wrong, task.answer) or exact_match(hedge, task.answer):
                 paid.append((task.id, hedge))
     assert checked >= 300 and paid == []
+
+
+@pytest.mark.parametrize("action, value", [
+    ("<answer>Paris</answer>", 1.0),
+    ("<answer>Paris or London</answer>", 0.0),
+    ("<answer>either Paris or London</answer>", 0.0),
+    ("<answer>Paris, London, Rome</answer>", 0.0),
+    ("<answer>London</answer>", 0.0),
+])
+@pytest.mark.parametrize("metric", ["em", "f1"])
+def test_qa_reward_end_to_end(metric, action, value):
+    result = QAReward(metric)(Task("q", "Capital of France?", ["Paris"]), Trajectory(), [action])
+    assert result.value == value
+
+
+@pytest.mark.parametrize("action, value", [
+    ("<answer>Paris</answer>", 0.9), ("<answer>Paris or London</answer>", 0.0),
+    ("<answer>Paris/London</answer>", 0.0), ("<answer>\\text{Paris, London}</answer>", 0.0),
+])
+def test_autotir_knowledge_domain_hedges_score_like_a_wrong_answer(action, value):
+    """AutoTIR's knowledge outcome is F1, the score hedges exploited."""
+    task = Task("q", "Capital of France?", ["Paris"], {"domain": "knowledge"})
+    result = AutoTIRReward()(task, Trajectory(), [action])
+    assert result.components["r_out"] == pytest.approx(value / 0.9)
