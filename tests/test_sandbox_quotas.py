@@ -91,7 +91,13 @@ def measure(tool, session, code: str) -> str:
     (PARK_PIPES, PIPE_SIZE),
     (INOTIFY.format(n=200), INOTIFY.format(n=1)),
 ], ids=["fds_in_flight", "pipe_buffers", "inotify"])
-def test_a_bystander_is_unaffected(backend, attack, probe):
+def test_a_bystander_is_unaffected(backend, attack, probe, request):
+    info = backend.pool.info()
+    shared_by_filter = "inotify" in request.node.callspec.id and info["seccomp"]
+    if not (info["session_uids"] or shared_by_filter):
+        pytest.skip("every session has the fork server's uid on this host (not root): the "
+                    "per-user quotas are shared, as docs/sandbox.md's guarantees table says: "
+                    f"{info['degraded'].get('uids')}")
     tool, bystander, attacker = two_sessions(backend)
     try:
         alone = measure(tool, bystander, probe)

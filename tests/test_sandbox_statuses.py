@@ -72,7 +72,7 @@ ENDINGS = {
 ALLOWED = {ToolStatus.OK, ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.KILLED}
 
 
-@pytest.fixture(scope="module", params=NAMESPACE_MODES)
+@pytest.fixture(scope="module", params=(*NAMESPACE_MODES, "rlimits"))
 def backend(request):
     return backend_or_skip(request.param)
 

@@ -265,6 +265,8 @@ class Zygote:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - a missing optional module is not fatal
                 missing.append(name)
+        self._reseed()  # once here: numpy's first seeding initialises OpenSSL (~30 ms), which
+        # every session (and every stateless cell) would otherwise pay again after its fork
         self.base_vm = jail.vm_size_bytes()
         self.info.update(missing_preloads=missing, python=sys.version.split()[0])
         gc.collect()
