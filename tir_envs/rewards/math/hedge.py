@@ -20,6 +20,9 @@ statement:
   than 1%: ``42 \\approx 41``) is a hedge: Math-Verify grades one side of a relation.
 * *several lines* (``41 \\\\ 42``, a ``cases`` block; matrices and arrays aside) and a *union*
   (``41 \\cup 42``) are hedges against a single value.
+* a *box beside other text* (``41 \\boxed{42}``: what extraction leaves of
+  ``\\boxed{41 \\boxed{42}}``) is a hedge unless the gold holds a box: Math-Verify would read
+  the inner box.
 
 Several boxes are checked by the grader pool (``extract.graded_texts``): against a
 single-valued gold each of them must be right.
