@@ -39,6 +39,7 @@ from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Policy, SamplingParams
 from tir_envs.rollout.runner import EnvSpec, EpisodeRunner, Lockstep
 from tir_envs.trajectory import Trajectory
+from tir_envs.validation import check_positive_int, check_positive_number
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class EpisodeJob:
     policy: Policy | None = None
 
 
-async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy,
+async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy | None,
                      width: int, done: Callable[[int, Trajectory], None]) -> None:
     """Each of ``width`` slots takes the next job the moment its episode ends."""
     queue = deque(enumerate(jobs))
@@ -142,7 +143,7 @@ async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: 
     await asyncio.gather(*(slot() for _ in range(width)))
 
 
-async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy,
+async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy | None,
                     width: int, done: Callable[[int, Trajectory], None]) -> None:
     """Batches of ``width`` episodes in lockstep: every phase of the batch ends before the
     next starts, and the next batch starts when the slowest episode of this one ends."""
@@ -155,7 +156,7 @@ async def _run_sync(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: P
             done(i, traj)
 
 
-def _run_job(runner: EpisodeRunner, policy: Policy, job: EpisodeJob,
+def _run_job(runner: EpisodeRunner, policy: Policy | None, job: EpisodeJob,
              lockstep: Lockstep | None = None):
     return runner.run(job.policy or policy, options=job.options, seed=job.seed,
                       sampling=job.sampling, tags=job.tags, lockstep=lockstep)
@@ -185,13 +186,8 @@ def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list
 
 def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: float | None,
                 mode: str) -> None:
-    if not isinstance(samples_per_task, int) or samples_per_task < 1:
-        raise ValueError(f"samples_per_task must be a positive int, got {samples_per_task!r}")
-    if not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
-    if episode_timeout_s is not None and not episode_timeout_s > 0:
-        raise ValueError(f"episode_timeout_s must be > 0 seconds or None, "
-                         f"got {episode_timeout_s!r}")
+    check_positive_int(samples_per_task=samples_per_task, max_concurrency=max_concurrency)
+    check_positive_number(episode_timeout_s=episode_timeout_s, unit="seconds", allow_none=True)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
@@ -238,7 +234,7 @@ def _runner(env: EnvSpec | EpisodeRunner, env_kwargs: dict[str, Any] | None,
     return env, False
 
 
-async def arun(runner: EpisodeRunner, policy: Policy, jobs: Sequence[EpisodeJob], *,
+async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[EpisodeJob], *,
                max_concurrency: int = 32, mode: str = "async",
                out: str | Path | IO[str] | None = None, progress: bool = True,
                on_trajectory: Callable[[Trajectory], None] | None = None,
@@ -246,8 +242,11 @@ async def arun(runner: EpisodeRunner, policy: Policy, jobs: Sequence[EpisodeJob]
     """Run ``jobs`` through ``runner`` on one schedule; the trajectories in job order.
 
     What ``acollect`` does once it has made its jobs; a caller with its own per-episode
-    seeds, sampling or policies (the benchmark harness) makes the jobs itself."""
+    seeds, sampling or policies (the benchmark harness) makes the jobs itself.  ``policy``:
+    the policy of every job that names none (``None``: each job names its own)."""
     _check_args(1, max_concurrency, None, mode)
+    if policy is None and any(job.policy is None for job in jobs):
+        raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
     from tqdm.auto import tqdm
 
     stats = RolloutStats(total=len(jobs))

@@ -33,11 +33,12 @@ from tir_envs.limits import GenerationLimits
 from tir_envs.rollout.async_env import AsyncEnv
 from tir_envs.rollout.policy import Generation, Policy, PolicyError, SamplingParams
 from tir_envs.trajectory import EpisodeFailure, Trajectory
+from tir_envs.validation import check_positive_number
 
 EnvSpec = Union[str, Callable[[], gym.Env], Sequence[gym.Env]]
 
 __all__ = ["EpisodeRunner", "Episode", "EpisodeFailure", "GenerationLimits", "Lockstep",
-           "check_vocab", "EnvSpec"]
+           "check_vocab", "failure_of", "EnvSpec"]
 
 
 class Lockstep:
@@ -125,11 +126,11 @@ class Episode:
             raise PolicyError(f"{type(policy).__name__}.generate failed: "
                               f"{type(exc).__name__}: {exc}") from exc
         self.generate_s += time.perf_counter() - t0
-        self.finish_reasons.append(gen.finish_reason)
         return gen
 
     async def step(self, gen: Generation) -> tuple[Any, float]:
         """Hand the env one generated action; returns ``(observation, reward)``."""
+        self.finish_reasons.append(gen.finish_reason)
         if gen.retokenized:  # only text came back: the env encodes it and records the drift
             action: Any = gen.text if gen.text is not None else \
                 self.env.base.codec.decode(gen.token_ids)
@@ -153,8 +154,11 @@ class Episode:
         traj.stop_reason = traj.stop_reason or "wrapper"
         await _close_sessions(self.env.base)
 
-    def fail(self, failure: EpisodeFailure) -> Trajectory:
-        """Keep the ledger so far, flagged with ``failure`` (a fresh one if reset failed)."""
+    def fail(self, failure: EpisodeFailure | BaseException) -> Trajectory:
+        """Keep the ledger so far, flagged with ``failure`` (or the failure an exception is:
+        ``failure_of``); a fresh ledger if the reset failed."""
+        if not isinstance(failure, EpisodeFailure):
+            failure = failure_of(failure)
         if self.trajectory is None:
             task = self.options.get("task")
             self.trajectory = Trajectory(
@@ -197,15 +201,19 @@ class EpisodeRunner:
     def __init__(self, env: EnvSpec, *, env_kwargs: dict[str, Any] | None = None,
                  sampling: SamplingParams | None = None,
                  episode_timeout_s: float | None = None):
-        if episode_timeout_s is not None and not episode_timeout_s > 0:
-            raise ValueError(f"episode_timeout_s must be > 0 seconds or None, "
-                             f"got {episode_timeout_s!r}")
+        check_positive_number(episode_timeout_s=episode_timeout_s, unit="seconds",
+                              allow_none=True)
         self.sampling = sampling or SamplingParams()
         self.episode_timeout_s = episode_timeout_s
         self._pool = _EnvPool(env, env_kwargs)
         self._checked: Any = None
 
     # ------------------------------------------------------------------ the pool
+    @property
+    def pool(self) -> "_EnvPool":
+        """The envs (``pool.envs``) and those idle now (``pool.free``)."""
+        return self._pool
+
     @property
     def first_env(self) -> gym.Env:
         """An env of the pool (made if none yet): to read its tasks or tokenizer."""
@@ -263,7 +271,9 @@ class EpisodeRunner:
             await asyncio.shield(episode.close())
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is kept, flagged, and named
-            episode.fail(self._failure(exc, deadline))
+            episode.fail(EpisodeFailure("timeout", f"episode ran past episode_timeout_s="
+                                                   f"{self.episode_timeout_s}")
+                         if deadline.expired() else exc)
         finally:
             if lockstep is not None:
                 lockstep.leave()
@@ -279,16 +289,6 @@ class EpisodeRunner:
             if lockstep is not None:
                 await lockstep.wait()
             await episode.step(gen)
-
-    def _failure(self, exc: BaseException, deadline: asyncio.Timeout) -> EpisodeFailure:
-        """Only the deadline itself is a ``timeout``: a ``TimeoutError`` raised inside a phase
-        (an HTTP request to the policy's server, say) is that phase's failure."""
-        if deadline.expired():
-            return EpisodeFailure("timeout", f"episode ran past episode_timeout_s="
-                                             f"{self.episode_timeout_s}")
-        if isinstance(exc, PolicyError):
-            return EpisodeFailure("policy_error", str(exc))
-        return EpisodeFailure("infra", f"{type(exc).__name__}: {exc}")
 
     async def aclose(self) -> None:
         """Close the open tool sessions of every env; close the envs the runner made."""
@@ -394,6 +394,15 @@ def _env_factory(env: EnvSpec, env_kwargs: dict[str, Any] | None) -> Callable[[]
 
 
 # ---------------------------------------------------------------------- checks
+def failure_of(exc: BaseException) -> EpisodeFailure:
+    """The failure an exception out of an episode's phase is: the policy's (``PolicyError``)
+    or the env's / a tool's (``infra``).  (Only the runner's deadline is a ``timeout``: a
+    ``TimeoutError`` raised inside a phase, an HTTP request say, is that phase's failure.)"""
+    if isinstance(exc, PolicyError):
+        return EpisodeFailure("policy_error", str(exc))
+    return EpisodeFailure("infra", f"{type(exc).__name__}: {exc}")
+
+
 def check_vocab(policy: Any, env: gym.Env) -> None:
     """Refuse a policy whose token ids mean something else than the env's, before any episode
     runs (otherwise every action decodes to the wrong text, or is rejected by ``step``).

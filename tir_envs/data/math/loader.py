@@ -18,6 +18,7 @@ from tir_envs.data.loaders import (DatasetError, check_record, expect_count,
                                     iter_located_jsonl, read_records)
 from tir_envs.data.task import Task
 from tir_envs.rewards.math.extract import last_boxed_answer
+from tir_envs.validation import check_positive_int
 
 QUESTION_FIELDS = ("problem", "question", "prompt")
 ANSWER_FIELDS = ("answer", "final_answer", "solution")
@@ -180,8 +181,7 @@ def load_math_tasks(source: str | Path = "math500", *, split: str = "test",
     30, 1319).  ``question_field``/``answer_field`` name the fields when they are not the usual
     ones.  ``limit`` keeps the first ``limit`` tasks.
     """
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    check_positive_int(limit=limit, allow_none=True)
     key = _ALIASES.get(str(source).lower(), str(source).lower())
     if key in MATH_DATASETS and not Path(source).exists():
         tasks = list(_load_shipped(key))
