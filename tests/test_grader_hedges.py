@@ -191,6 +191,9 @@ def test_several_boxes_against_one_value_are_each_graded(pool):
     assert hedge.boxes == ("41", "42")
     assert not pool.grade(hedge, "42").correct and not pool.grade(hedge, "41").correct
     assert pool.grade(extract_final_answer(r"\boxed{42} and \boxed{42.0}"), "42").correct
+    many = extract_final_answer(", ".join(f"\\boxed{{{42 + i / 10**9}}}" for i in range(9)))
+    grade = pool.grade(many, "42")
+    assert len(many.boxes) == 9 and not grade.correct and grade.status == "quick"
     # a box before other text is working; only the final group counts
     assert pool.grade(extract_final_answer(r"\boxed{41}. Checking again, \boxed{42}"), "42")
 

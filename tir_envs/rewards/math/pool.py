@@ -51,6 +51,10 @@ ERROR = "error"        # Math-Verify raised (includes MemoryError at the worker'
 CRASHED = "crashed"    # the worker died (killed by the OS, segfault)
 TOO_LONG = "too_long"  # the prediction is longer than max_answer_chars; not checked
 
+# More distinct boxes than this against a single value are wrong without a check: each box would
+# cost a check, and no honest answer boxes that many spellings of one value.
+MAX_BOXES = 8
+
 
 @dataclass(frozen=True)
 class Grade:
@@ -180,8 +184,11 @@ class GraderPool:
     # -- public API ---------------------------------------------------------------
     def grade(self, pred: str | None, gold: str, timeout_s: float | None = None) -> Grade:
         """The verdict on ``pred`` against ``gold`` (``None`` pred: no answer, wrong)."""
+        texts = graded_texts(pred, str(gold))
+        if len(texts) > MAX_BOXES:
+            return Grade(False, QUICK, detail=f"{len(texts)} different boxed answers: a hedge")
         grade = None
-        for text in graded_texts(pred, str(gold)):  # several boxes: each must be right
+        for text in texts:  # several boxes: each must be right
             grade = self._grade_text(text, gold, timeout_s)
             if not grade.correct:
                 break
@@ -246,6 +253,8 @@ class GraderPool:
     # -- internals ----------------------------------------------------------------
     def _early_grade(self, pred: str | None, gold: str) -> Grade | None:
         texts = graded_texts(pred, str(gold))
+        if len(texts) > MAX_BOXES:
+            return Grade(False, QUICK, detail=f"{len(texts)} different boxed answers: a hedge")
         if len(texts) > 1:
             return None
         early = self._early(texts[0], gold)
