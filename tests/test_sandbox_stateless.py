@@ -73,3 +73,16 @@ def test_a_crash_or_exit_in_a_cell_is_killed_and_the_next_call_is_fresh(backend)
         r = call(tool, code)
         assert r.status == ToolStatus.KILLED, (code, r.text)
         assert call(tool, "print('fine')").text == "fine"
+
+
+def test_idle_templates_can_be_closed(backend):
+    """Warm templates hold memory and a slot: they close after a while unused, or at once."""
+    tool = PythonTool(backend=backend, stateful=False)
+    call(tool, "1")
+    pool = backend.pool
+    assert pool.info()["idle_templates"] >= 1
+    live = pool.info()["live_sessions"]
+    pool.close_idle_templates().result(10)
+    info = pool.info()
+    assert info["idle_templates"] == 0 and info["live_sessions"] < live
+    assert call(tool, "2").text == "2"  # a new template on demand

@@ -143,6 +143,8 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
                 samples.append(sample(backend, done, started))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    templates = backend.pool.info()["idle_templates"]
+    backend.pool.close_idle_templates().result(10)  # the one-shot calls' warm templates
     end_procs = await settle(backend, idle_procs)
     await asyncio.sleep(1.0)  # cgroups of the last sessions are removed once they are gone
     final = sample(backend, done, started)
@@ -162,6 +164,7 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
     report = {"isolation": info["isolation"], "sessions": done, "concurrency": concurrency,
               "sessions_per_s": round(done / (time.perf_counter() - started), 1),
               "idle_sandbox_processes": idle_procs, "samples": samples + [final],
+              "idle_templates_closed_at_the_end": templates,
               "failures": failures[:10], "checks": checks}
     pool_dirs = list(backend.pool._cgroups.pool_dirs.values()) if backend.pool._cgroups else []
     uids = backend.pool._uids

@@ -55,7 +55,8 @@ __all__ = ["PoolConfig", "SandboxPool", "SandboxUnavailable", "SessionHandle", "
 log = logging.getLogger("tir_envs.sandbox")
 MAX_HELLO = 64 * 1024    # the session's JSON hello (and setup error)
 MAX_INFLIGHT_SPAWNS = 8
-MAX_PARKED = 256         # idle stateless templates kept for later one-shot calls
+MAX_PARKED = 256         # idle stateless templates kept for later one-shot calls ...
+PARKED_IDLE_S = 30.0     # ... each for this long at most
 EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
 CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
 START_FAILURES_BEFORE_BACKOFF = 3
@@ -171,6 +172,7 @@ class SessionHandle:
         self.fresh = False       # stateless: every cell runs in a fresh fork of the template
         self.uid: int | None = None  # the session's own host uid (see uids.py)
         self.parked = False      # a closed stateless template kept for the next one-shot call
+        self.parked_at = 0.0
         self.key = ""            # its limits
         self.fault = "infra"     # who a death is charged to: "model" once its code has run
 
@@ -246,6 +248,7 @@ class SandboxPool:
         self._prepared = False
         self._parked: dict[str, collections.deque[SessionHandle]] = {}
         self._parked_count = 0
+        self._expiry = None
         _raise_fd_limit()
 
     # ================================================================ public API
@@ -274,6 +277,19 @@ class SandboxPool:
         """A future resolved once every process of the session is gone (or after a bound)."""
         fut: cf.Future = cf.Future()
         self.reactor.call_soon(self._close, handle, fut)
+        return fut
+
+    def close_idle_templates(self) -> cf.Future:
+        """Close every idle stateless template now (they also close after ``PARKED_IDLE_S``
+        unused); a future resolved once that is under way."""
+        fut: cf.Future = cf.Future()
+
+        def run() -> None:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expire_parked(max_idle_s=-1.0)
+            _resolve(fut, None)
+        self.reactor.call_soon(run)
         return fut
 
     def info(self, timeout: float = 5.0) -> dict:
@@ -326,6 +342,7 @@ class SandboxPool:
                 "fork_server": dict(z.info) if z else {}, "spares": len(self._spares),
                 "live_sessions": self._live, "spawning": self._spawning,
                 "waiting": len(self._waiters), "failed_modes": dict(self._failed_modes),
+                "idle_templates": self._parked_count,
                 "counters": dict(self.counters), "config": {
                     "spares": self.config.target_spares,
                     "max_sessions": self._cap},
@@ -782,10 +799,25 @@ class SandboxPool:
                 or handle.zygote.state != "ready" or self._closed
                 or self._parked_count >= MAX_PARKED or not handle.key):
             return False
-        handle.parked = True
+        handle.parked, handle.parked_at = True, time.monotonic()
         self._parked.setdefault(handle.key, collections.deque()).append(handle)
         self._parked_count += 1
+        if self._expiry is None:
+            self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
         return True
+
+    def _expire_parked(self, max_idle_s: float = PARKED_IDLE_S) -> None:
+        """Close templates idle for longer than ``max_idle_s`` (their memory and slots)."""
+        self._expiry = None
+        oldest_allowed = time.monotonic() - max_idle_s
+        for parked in self._parked.values():
+            while parked and parked[0].parked_at <= oldest_allowed:
+                handle = parked.popleft()
+                handle.parked, handle.fresh = False, False
+                self._parked_count -= 1
+                self._close(handle, cf.Future())
+        if self._parked_count and not self._closed:
+            self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
 
     def _unpark(self, key: str, fut: cf.Future) -> bool:
         parked = self._parked.get(key)
