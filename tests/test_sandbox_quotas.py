@@ -8,6 +8,7 @@ measures again: it must see exactly what it saw alone.  Run in every namespace m
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -177,18 +178,32 @@ def test_random_state_differs_between_sessions(backend, stateful):
     assert len(seen) == 3
 
 
-def test_control_bytes_are_escaped_in_the_observation(qwen_tok):
-    """NUL, ESC (terminal sequences), DEL and C1 bytes printed by the code reach the model's
-    observation as visible ``\\xNN`` text, never raw, through the env."""
-    env = tir_envs.make("tir/MathCode-v0", protocol="torl", tokenizer=qwen_tok,
-                        tasks=[Task("t", "What is 1+1?", answer="2")])
+CONTROL_CODE = ("import os\nprint('a\\x00b\\x1b[2Jc\\x07d\\x7fe\\x9bf\\rg')\n"
+                "os.write(2, b'h\\x1b]0;title\\x07i')")
+
+
+def control_actions(protocol: str) -> list[str]:
+    if protocol == "rite":
+        call_ = {"name": "python", "arguments": {"code": CONTROL_CODE}}
+        return [f"<tool_call>\n{json.dumps(call_)}\n</tool_call>"]
+    if protocol == "zerotir":
+        return ["```python", f"\n{CONTROL_CODE}\n```"]
+    return [f"```python\n{CONTROL_CODE}\n```\n```output"]
+
+
+@pytest.mark.parametrize("stateful", [True, False])
+@pytest.mark.parametrize("protocol", ["torl", "zerotir", "rite"])
+def test_control_bytes_are_escaped_in_the_observation(qwen_tok, protocol, stateful):
+    """NUL, ESC (terminal sequences), BEL, DEL, C1 bytes and carriage returns printed by the
+    code reach the model's observation as visible ``\\xNN`` text, never raw, through the env."""
+    env = tir_envs.make("tir/MathCode-v0", protocol=protocol, tokenizer=qwen_tok,
+                        stateful=stateful, tasks=[Task("t", "What is 1+1?", answer="2")])
     try:
         env.reset(options={"index": 0})
-        code = ("import sys, os\nprint('a\\x00b\\x1b[2Jc\\x07d\\x7fe\\x9bf\\rg')\n"
-                "os.write(2, b'h\\x1b]0;title\\x07i')")
-        action = f"```python\n{code}\n```\n```output"
-        obs, *_ = env.step(qwen_tok.encode(action, add_special_tokens=False))
-        text = qwen_tok.decode(obs["tokens"].tolist())
+        text = ""
+        for action in control_actions(protocol):
+            obs, *_ = env.step(qwen_tok.encode(action, add_special_tokens=False))
+            text += qwen_tok.decode(obs["tokens"].tolist())
         for raw in ("\x00", "\x1b", "\x07", "\x7f", "\x9b", "\r"):
             assert raw not in text
         for shown in ("\\x00", "\\x1b[2J", "\\x07", "\\x7f", "\\x9b", "\\x0d", "\\x1b]0;title"):

@@ -15,7 +15,9 @@ the host observed, with ``kind`` ``timeout`` / ``killed`` / ``protocol`` / ``inf
 Trust: a reply is data from untrusted code.  It is bounded (frame cap from the output limit),
 parsed without recursion, must carry the nonce of its request, and cannot choose a host
 status: ``timeout`` counts only when the host interrupted the cell, ``infra`` only comes from
-the host (fork server lost, spawn failure, shutdown).  A session that dies between calls is
+the host (fork server lost, spawn failure, shutdown, a session that could not be set up:
+setup is a request of its own, acknowledged before any code of the model is sent, and no
+frame is ever read as a setup outcome after that).  A session that dies between calls is
 reported at its next call as ``killed`` (the model's outcome).  A result ends a call only
 once the session is stopped (``cgroups.SessionCgroup.stop``) and the kernel shows the
 interpreter waiting for its next request (``_check_over``): a frame the code wrote while its
@@ -258,7 +260,7 @@ class SandboxPool:
         and nothing the cell started or wrote outlives it; such a session, once closed, is
         kept (set up with ``limits``) for the next stateless open with the same limits."""
         fut: cf.Future = cf.Future()
-        self.reactor.call_soon(self._open, fut, fresh, _limits_key(limits) if fresh else None)
+        self.reactor.call_soon(self._open, fut, _limits_key(limits) if fresh else None)
         return fut
 
     def run(self, handle: SessionHandle, code: str, limits: dict, timeout_s: float,
@@ -353,7 +355,8 @@ class SandboxPool:
                 "degraded": dict(self._degraded)}
 
     # ---------------------------------------------------------------- opening
-    def _open(self, fut: cf.Future, fresh: bool = False, key: str | None = None) -> None:
+    def _open(self, fut: cf.Future, key: str | None = None) -> None:
+        """``key``: the limits of a stateless session (None: a stateful one)."""
         if not fut.set_running_or_notify_cancel():
             return
         if key is not None and self._unpark(key, fut):
@@ -364,7 +367,7 @@ class SandboxPool:
         while self._spares:
             handle = self._spares.popleft()
             if handle.state == "ready":
-                handle.state, handle.fresh, handle.key = "idle", fresh, key or ""
+                handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
                 _resolve(fut, handle)
                 self._top_up()
                 return
