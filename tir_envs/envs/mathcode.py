@@ -96,7 +96,10 @@ class MathCodeEnv(TIREnv):
         if task.answer is None:  # nothing to grade against (inference only)
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
                                 answered=answer is not None, answer=answer)
-        result = self.reward(task, trajectory, actions, answer=answer)
+        # The protocol's answer is the one answer: without one, the reward gets no actions to
+        # read another from (a box inside code is no answer, whatever the reward's extraction).
+        result = self.reward(task, trajectory, actions if answer is not None else [],
+                             answer=answer)
         result.correct = bool(result.components.get("correct"))
         result.answered, result.answer = answer is not None, answer
         return result
