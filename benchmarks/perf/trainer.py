@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 PRESETS = {  # Hugging Face config fields of the real models (weights are random here)
     "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
@@ -72,6 +73,9 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     import torch
     gpu = torch.cuda.is_available() if args.device == "auto" else args.device.startswith("cuda")
     args.device = ("cuda" if gpu else "cpu") if args.device == "auto" else args.device
+    if QUICK:  # a smoke run: the tiny shape, one short batch
+        args.preset, args.layers = "tiny", args.layers or 2
+        args.seq_len, args.batch, args.steps = args.seq_len or 64, args.batch or 2, 1
     args.layers = args.layers or (PRESETS[args.preset]["num_hidden_layers"] if gpu else 2)
     args.seq_len = args.seq_len or (2048 if gpu else 256)
     args.batch = args.batch or (16 if gpu else 2)
@@ -143,7 +147,7 @@ def run_child(args: argparse.Namespace) -> dict:
             "algorithm": {"micro_batch_size": args.micro_batch, "clip_high": 0.28},
             "optim": {"lr": 1e-6}, "train": {"output_dir": tempfile.mkdtemp(), "resume": False,
                                              "tensorboard": False}})
-        trainer = GRPOTrainer(config, model=model, tokenizer=_FakeTokenizer(),
+        trainer = GRPOTrainer(config, model=model, tokenizer=_FakeTokenizer(fields["vocab_size"]),
                               env=lambda: None, tasks=["benchmark"], policy=object())
 
         def step():
@@ -165,10 +169,17 @@ def run_child(args: argparse.Namespace) -> dict:
 
 
 class _FakeTokenizer:
-    """The update needs no tokenizer; the trainer only reads pad/eos ids from it."""
+    """The update needs no tokenizer: the trainer reads pad/eos ids and its size (the ids the
+    policy samples from; here every row of the model's vocabulary)."""
 
     pad_token_id = 0
     eos_token_id = 0
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def _rss_mb() -> float:
