@@ -15,9 +15,11 @@ event loop (``aoutcome``), and the ``info`` a generator needs (``stop_sequences`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import threading
 import time
+import weakref
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
@@ -70,7 +72,8 @@ class TIREnv(gym.Env):
     that role: the chat-template glue around it is env tokens with loss mask 0.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    # text frames; Gymnasium's checker warns on any render mode without an fps
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
     env_id = "tir/Base"
     #: dataset loaded when ``tasks`` is not given (``None``: tasks are required)
     default_tasks: str | None = None
@@ -565,7 +568,20 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     loop = getattr(_LOCAL, "loop", None)
     if loop is None or loop.is_closed():
         loop = _LOCAL.loop = asyncio.new_event_loop()
+        _THREAD_LOOPS.add(loop)
     return loop
+
+
+#: every thread's sync-step loop (weakly: a finished thread's loop is not kept alive)
+_THREAD_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_thread_loops() -> None:
+    """Close the sync-step loops at exit (else: 'unclosed event loop' ResourceWarnings)."""
+    for loop in list(_THREAD_LOOPS):
+        if not loop.is_running() and not loop.is_closed():
+            loop.close()
 
 
 def _check_positive(**values: int) -> None:

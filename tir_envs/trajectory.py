@@ -79,7 +79,7 @@ class Trajectory:
     truncated: bool = False
     stop_reason: str = ""  # answered | no_call | max_turns | max_tokens | error ...
     retokenized: bool = False  # some action arrived as text and had to be encoded
-    drift: int = 0  # ids that differ from a fresh encode of the whole text (see tokens.py)
+    drift: int = 0  # ids that differ from a fresh encode of the whole text (see codec.drift)
     has_logprobs: bool = True
     infra_failed: bool = False
     correct: bool | None = None   # the reward's verdict (None: no gold to judge against)

@@ -38,7 +38,7 @@ class SearchEnv(TIREnv):
 
     ``retriever``: a ``Retriever``, an index folder, a retrieval-server URL, or a factory;
     ``None`` is the cached HotpotQA paragraph index (``search_backend`` picks lucene/bm25).
-    ``tasks``: Tasks/dicts, a shipped QA set name (``hotpotqa_distractor``, ``nq_open``, ...),
+    ``tasks``: Tasks/dicts, a shipped QA set name (``hotpotqa_distractor``, ``nq``, ...),
     or a QA JSONL/Parquet path.  ``metric``: ``"em"`` (Search-R1) or ``"f1"``; both are logged.
     ``prompt_template``: the user message, with ``{question}``.
     """

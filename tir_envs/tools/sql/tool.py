@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.data.databases import task_database_path
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
-                                         open_database, task_database_path)
+                                         open_database)
 from tir_envs.tools.sql.executor import QueryResult, run_query
 from tir_envs.tools.sql.table import render_table
 
