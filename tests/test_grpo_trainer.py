@@ -312,8 +312,8 @@ def test_token_sum_norm_divides_by_the_episode_budget(tmp_path):
             "algorithm.use_sampler_logprobs=false", *extra)))
         assert trainer.episode_budget() == budget != trainer.config.rollout.max_tokens
         assert trainer._apply_context_budget() in (None, budget)
-        assert {e.unwrapped.max_total_tokens for e in trainer._rollout_envs()} == {budget}
         groups = [g for g in trainer._rollout(4) if len({t.reward for t in g.trajectories}) > 1]
+        assert {e.unwrapped.max_total_tokens for e in trainer._sized_envs} == {budget}
         batch = build_batch(groups, trainer.pad_id, "std")
         trainer._fill_reference_logprobs(batch)  # old = current: every ratio is exactly 1
         stats, _ = trainer._optimizer_step(batch, torch.arange(len(batch)))
@@ -328,7 +328,8 @@ def test_the_context_schedule_grows_the_envs_budget_during_training(tmp_path):
                                  "rollout.context_schedule={0: 32, 2: 48}"))
     history = trainer.train()
     assert [h["context_budget"] for h in history] == [32, 32, 48]
-    assert {e.unwrapped.max_total_tokens for e in trainer._envs} == {48}
+    assert {e.unwrapped.max_total_tokens for e in trainer._sized_envs} == {48}
+    assert len(trainer._sized_envs) > 1  # the rollout's envs, made at step 0, were resized
     trainer.close()
 
 

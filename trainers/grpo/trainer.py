@@ -14,9 +14,11 @@ One step:
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -71,8 +73,10 @@ class GRPOTrainer:
         self.model = model if model is not None else load_model(c.model, self.tokenizer,
                                                                 self.device)
         self.ref_model = frozen_copy(self.model) if c.algorithm.kl_coef > 0 else None
-        self.make_env = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
-                                                               self.tokenizer)
+        factory = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
+                                                         self.tokenizer)
+        self._sized_envs: weakref.WeakSet = weakref.WeakSet()  # every env made, for its budget
+        self.make_env = lambda: self._sized(factory())
         self.tasks = TaskStream(tasks if tasks is not None else load_tasks(
             c.data.path, c.data.split, c.data.limit, self.make_env, c.data.loader,
             c.data.loader_kwargs), c.data.shuffle, c.train.seed)
@@ -211,11 +215,21 @@ class GRPOTrainer:
             return lambda g: self.band.contains(self.pass_rates.update(g))
         return self.band.keep
 
+    def _sized(self, env):
+        """A new env, given the context budget of the current step (``_apply_context_budget``
+        updates it on every env made so far, wherever the rollout keeps them)."""
+        budget = context_budget(self.config.rollout.context_schedule, getattr(self, "step", 0))
+        if budget is not None and env is not None:
+            env.unwrapped.max_total_tokens = budget
+        if env is not None:
+            self._sized_envs.add(env)
+        return env
+
     def _apply_context_budget(self) -> int | None:
         """Set the envs' context budget (``max_total_tokens``) from the schedule at this step."""
         budget = context_budget(self.config.rollout.context_schedule, self.step)
         if budget is not None:
-            for env in self._rollout_envs():
+            for env in list(self._sized_envs):
                 env.unwrapped.max_total_tokens = budget
         return budget
 
@@ -224,9 +238,19 @@ class GRPOTrainer:
         ``max_total_tokens``, else ``rollout.max_tokens`` (an env without a ledger budget)."""
         budget = context_budget(self.config.rollout.context_schedule, self.step)
         if budget is None:
-            budget = getattr(getattr(self._rollout_envs()[0], "unwrapped", None),
-                             "max_total_tokens", None)
+            budget = self._env_budget
         return int(budget) if isinstance(budget, int) else self.config.rollout.max_tokens
+
+    @functools.cached_property
+    def _env_budget(self) -> int | None:
+        """The env's own ``max_total_tokens`` (read from an env already made, else a probe)."""
+        envs = list(self._sized_envs)
+        env = envs[0] if envs else self.make_env()
+        try:
+            return getattr(getattr(env, "unwrapped", None), "max_total_tokens", None)
+        finally:
+            if not envs and env is not None:
+                env.close()
 
     def _rollout(self, n: int) -> list[Group]:
         """``n`` fresh tasks, ``samples_per_task`` episodes each, through the rollout engine."""
