@@ -18,8 +18,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "tir_envs_multinode"
-SETTINGS = {"protocol": "torl", "backend": "ray", "backend_options": {
-    "num_hosts": 2, "name": "multinode", "namespace": NAMESPACE, "spares": 0,
+SETTINGS = {"protocol": "torl", "backend": {
+    "name": "ray", "num_hosts": 2, "namespace": NAMESPACE, "spares": 0,
     "actor_options": {"resources": {"sandbox": 1}}}}
 
 
@@ -72,6 +72,6 @@ def test_env_settings_reach_every_node_and_sandbox_hosts_spread_over_them(two_no
     from ray._private.state import actors  # GCS's actor table (no dashboard needed)
 
     placed = {a["Name"]: a["Address"]["NodeID"] for a in actors().values()
-              if a.get("Name", "").startswith("multinode-") and a["State"] == "ALIVE"}
-    assert sorted(placed) == ["multinode-0", "multinode-1"]
+              if a.get("Name", "").startswith("tir-python-sandbox-") and a["State"] == "ALIVE"}
+    assert sorted(placed) == ["tir-python-sandbox-0", "tir-python-sandbox-1"]
     assert set(placed.values()) == set(nodes)

@@ -101,10 +101,11 @@ def test_dead_host_is_replaced(cluster):
 def test_the_openrlhf_adapters_env_settings_reach_the_ray_backend(cluster):
     """The adapter's JSON env settings (TIR_ENV_KWARGS, as set on every node of a Ray job)
     carry the sandbox backend's own options: hosts and actor placement, not only its name."""
+    from tir_envs.tools.python.backend import make_backend
     from trainers.openrlhf.config import ConfigError, EnvConfig
 
-    kwargs = {"protocol": "torl", "backend": "ray", "backend_options": {
-        "num_hosts": 2, "name": "adapter", "namespace": NAMESPACE, "spares": 0,
+    kwargs = {"protocol": "torl", "backend": {
+        "name": "ray", "num_hosts": 2, "namespace": NAMESPACE, "spares": 0,
         "actor_options": {"num_cpus": 0.5}}}
     config = EnvConfig.from_environ({"TIR_ENV_ID": "tir/MathCode-v0",
                                      "TIR_ENV_KWARGS": json.dumps(kwargs)})
@@ -118,9 +119,12 @@ def test_the_openrlhf_adapters_env_settings_reach_the_ray_backend(cluster):
         result = env.unwrapped.trajectory.turns[0].tool_results[0]
         assert result["status"] == "ok"
         assert "42" in env.unwrapped.codec.decode(obs["tokens"].tolist())
-        names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
-        assert "adapter-0" in names  # the session ran on a host named by the options
+        names = {(a["namespace"], a["name"]) for a in ray.util.list_named_actors(
+            all_namespaces=True)}
+        assert (NAMESPACE, "tir-python-sandbox-0") in names  # a host made by those options
     finally:
         env.close()
-    with pytest.raises(ConfigError, match="backend_options must be a mapping"):
-        EnvConfig("tir/MathCode-v0", {"backend": "ray", "backend_options": 4})
+    with pytest.raises(ConfigError, match="needs the backend's 'name'"):
+        EnvConfig("tir/MathCode-v0", {"backend": {"num_hosts": 4}})
+    with pytest.raises(ValueError, match="needs its 'name'"):
+        make_backend({"num_hosts": 2})

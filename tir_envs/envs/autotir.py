@@ -32,7 +32,7 @@ class AutoTIREnv(TIREnv):
     """AutoTIR environment (see the module docstring).
 
     Tools: ``retriever``/``search_backend``/``topk`` as in ``tir/Search-v0``; ``backend``/
-    ``backend_options``/``stateful`` as in ``tir/MathCode-v0``; ``tool_timeout_s``: one float for both or a dict by
+    ``stateful`` as in ``tir/MathCode-v0``; ``tool_timeout_s``: one float for both or a dict by
     tool name.  Reward: ``reward`` (an ``AutoTIRReward``), or one built from ``w_act``,
     ``w_out``, ``wrong_tool`` (the paper's penalty, -1), ``no_tool`` (knowledge or math task
     answered without a tool: 0) and ``grader``.  ``use_tools=False``: the standalone prompt.
@@ -49,7 +49,6 @@ class AutoTIREnv(TIREnv):
         search_backend: str = "auto",
         topk: int = 3,
         backend: str = "local",
-        backend_options: Mapping[str, Any] | None = None,
         stateful: bool = True,
         tool_timeout_s: float | Mapping[str, float] = DEFAULT_TIMEOUTS,
         reward: AutoTIRReward | None = None,
@@ -64,7 +63,7 @@ class AutoTIREnv(TIREnv):
         timeouts = _timeouts(tool_timeout_s)
         self.reward = reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool, grader)
         tools = [search_tool(retriever, search_backend, topk, timeouts["search"]),
-                 python_tool(backend, timeouts["python"], stateful, "full", backend_options)]
+                 python_tool(backend, timeouts["python"], stateful, "full")]
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=AutoTIRProtocol(),
                          tools=tools, **kwargs)
         _check_domains(self.tasks)

@@ -22,17 +22,11 @@ from tir_envs.tools.base import Tool
 from tir_envs.trajectory import Trajectory
 
 
-def python_tool(backend: str, timeout_s: float, stateful: bool, error_style: str,
-                backend_options: Mapping[str, Any] | None = None) -> Tool:
-    """The project's Python sandbox, configured for a protocol.  ``backend_options`` go to the
-    backend (e.g. ``ray``: ``num_hosts``, ``actor_options``, ``address``), so env kwargs alone
-    (an adapter's JSON settings) can configure it."""
+def python_tool(backend: str, timeout_s: float, stateful: bool, error_style: str) -> Tool:
+    """The project's Python sandbox, configured for a protocol."""
     from tir_envs.tools.python import PythonTool
-    if backend_options is not None and not isinstance(backend_options, Mapping):
-        raise TypeError(f"backend_options must be a mapping of the {backend!r} backend's "
-                        f"settings, e.g. {{'num_hosts': 4}}; got {backend_options!r}")
     return PythonTool(backend=backend, timeout_s=timeout_s, stateful=stateful,
-                      error_style=error_style, **dict(backend_options or {}))
+                      error_style=error_style)
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -48,7 +42,8 @@ class MathCodeEnv(TIREnv):
     ``tasks``: Tasks/dicts, a shipped dataset name (``math500``, ``aime2024``, ``aime2025``,
     ``gsm8k``), or a JSONL/Parquet path; default MATH-500.
     ``tool``: a ``Tool`` named ``python`` to use instead of the sandbox built from ``backend``
-    (``local``, ``e2b``, ``ray``) with ``backend_options``, ``tool_timeout_s`` and ``stateful``.
+    (``"local"``, ``"e2b"``, ``"ray"``, or a mapping such as ``{"name": "ray", "num_hosts": 4}``
+    carrying the backend's options), ``tool_timeout_s`` and ``stateful``.
     ``max_tool_calls``: python calls per episode (ToRL's C = 1, ZeroTIR's N_max = 20, RITE: no
     cap beyond ``max_turns``).  Other budgets default to the protocol's values.
     Reward: ``reward`` (a ``MathReward``), or one built from ``correct_reward``/``wrong_reward``
@@ -65,7 +60,6 @@ class MathCodeEnv(TIREnv):
 
     def __init__(self, protocol: str | MathProtocol = "torl", tasks: Any = None,
                  tokenizer: Any = None, tool: Tool | None = None, backend: str = "local",
-                 backend_options: Mapping[str, Any] | None = None,
                  stateful: bool = True, tool_timeout_s: float = 10.0,
                  max_tool_calls: int | None = None, max_turns: int | None = None,
                  max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
@@ -86,8 +80,7 @@ class MathCodeEnv(TIREnv):
         calls = max_tool_calls if max_tool_calls is not None else b.max_tool_calls
         self.stateful = stateful
         self._owns_tool = tool is None
-        tool = tool or python_tool(backend, tool_timeout_s, stateful, b.error_style,
-                                   backend_options)
+        tool = tool or python_tool(backend, tool_timeout_s, stateful, b.error_style)
         super().__init__(
             tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool],
             max_turns=max_turns or proto.max_turns_for(calls),
