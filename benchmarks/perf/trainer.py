@@ -78,6 +78,8 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     if QUICK:  # a smoke run: the tiny shape, one short batch
         args.preset, args.layers = "tiny", args.layers or 2
         args.seq_len, args.batch, args.steps = args.seq_len or 64, args.batch or 2, 1
+        if args.variants == ",".join(VARIANTS):  # two processes cover every step function
+            args.variants = "grpo_ckpt,paired"
     args.layers = args.layers or (PRESETS[args.preset]["num_hidden_layers"] if gpu else 2)
     args.seq_len = args.seq_len or (2048 if gpu else 256)
     args.batch = args.batch or (16 if gpu else 2)
