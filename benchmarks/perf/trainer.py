@@ -5,7 +5,7 @@ Qwen2.5-0.5B; ``--layers`` cuts the depth so a CPU can run it).  The batch is sy
 shaped like a rollout: a prompt, then policy tokens with an observation span masked out, sampler
 logprobs that differ from the model's (so ratios and clipping are live), random advantages.
 
-Three variants run side by side, each in its own subprocess so its peak memory is its own
+Four variants run side by side, each in its own subprocess so its peak memory is its own
 (CPU: peak RSS; GPU: ``torch.cuda.max_memory_allocated``):
 
 * ``grpo``: ``GRPOTrainer.update`` — logprobs at the sampling temperature, entropy, the clipped
