@@ -34,7 +34,8 @@ def save_checkpoint(root: str | Path, step: int, model, optimizer, scheduler,
                 "scheduler": scheduler.state_dict(), "rng": _rng_state(), **state},
                tmp / "trainer_state.pt")
     if "config" in state:  # readable without loading the optimizer state (resume checks it)
-        (tmp / "config.json").write_text(json.dumps(state["config"], indent=1), encoding="utf-8")
+        (tmp / "config.json").write_text(json.dumps(state["config"], indent=1, default=str),
+                                          encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     for old in list_checkpoints(root)[:-max(keep_last, 1)]:

@@ -7,9 +7,10 @@ Terms (each optional except the first):
     when any executed code failed (error, timeout, or killed for a resource limit).
   * ``tool_penalty``: VerlTool's R_tool of its math setting (paper eq. 6): 0 when the answer is
     correct, this value (-0.25 there) otherwise; so a wrong answer scores -1.25 with R_acc = ±1.
-  * ``tool_penalties``: the -0.25 shaping terms of VerlTool's reward code, by name: ``exec_error`` (some execution
-    failed), ``no_tool`` (the episode never ran a tool), ``invalid_action`` (a tool call could not
-    be understood or named an unknown tool), ``unfinished`` (cut by a budget, not finished).
+  * ``tool_penalties``: the -0.25 shaping terms of VerlTool's reward code, by name:
+    ``exec_error`` (some execution failed), ``no_tool`` (the episode never ran a tool),
+    ``invalid_action`` (a tool call could not be understood or named an unknown tool),
+    ``unfinished`` (cut by a budget, not finished).
 Infrastructure failures (sandbox died) are not penalised as code errors; the trajectory's
 ``infra_failed`` flag tells a trainer to drop the episode instead.
 
