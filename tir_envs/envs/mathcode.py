@@ -41,9 +41,8 @@ class MathCodeEnv(TIREnv):
     ``protocol``: ``"torl"`` (default), ``"zerotir"``, ``"rite"`` or a ``MathProtocol``.
     ``tasks``: Tasks/dicts, a shipped dataset name (``math500``, ``aime2024``, ``aime2025``,
     ``gsm8k``), or a JSONL/Parquet path; default MATH-500.
-    ``tool``: a ``Tool`` named ``python`` to use instead of the sandbox built from ``backend``
-    (``"local"``, ``"e2b"``, ``"ray"``, or a mapping such as ``{"name": "ray", "num_hosts": 4}``
-    carrying the backend's options), ``tool_timeout_s`` and ``stateful``.
+    ``tool``: a ``Tool`` named ``python`` to use instead of the local sandbox built from
+    ``backend``, ``tool_timeout_s`` and ``stateful``.
     ``max_tool_calls``: python calls per episode (ToRL's C = 1, ZeroTIR's N_max = 20, RITE: no
     cap beyond ``max_turns``).  Other budgets default to the protocol's values.
     Reward: ``reward`` (a ``MathReward``), or one built from ``correct_reward``/``wrong_reward``
