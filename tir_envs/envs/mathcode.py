@@ -47,8 +47,9 @@ class MathCodeEnv(TIREnv):
     cap beyond ``max_turns``).  Other budgets default to the protocol's values.
     Reward: ``reward`` (a ``MathReward``), or one built from ``correct_reward``/``wrong_reward``
     (protocol defaults: ToRL +1/-1, others 1/0), ``exec_error_penalty`` (ToRL's 0.5, off by
-    default), ``tool_penalty`` (VerlTool's R_tool: -0.25 on a wrong answer), ``tool_penalties`` (the
-    -0.25 terms of VerlTool's reward code, see ``MathReward``) and ``grader``
+    default), ``tool_penalty`` (VerlTool's R_tool: -0.25 on a wrong answer),
+    ``tool_penalties`` (the -0.25 terms of VerlTool's reward code, see ``MathReward``) and
+    ``grader``
     (a ``GraderPool``; default: the process-wide one).  ``format_reward``: RITE's, on by default.
     ``extraction``: ``"boxed"`` (the RL protocols') or ``"fallback"`` (also an unboxed final
     answer; for evaluation).
