@@ -22,8 +22,11 @@ PIECES = {0: "I", 1: " add", 2: " wait", 3: ",", 4: "<tool_call>", 5: '{"a": 1}'
 class Pieces:
     """A tokenizer whose ids decode to fixed strings, so each token's text is known exactly."""
 
+    def __init__(self, pieces: dict[int, str] = PIECES):
+        self.pieces = pieces
+
     def decode(self, ids):
-        return "".join(PIECES[i] for i in ids)
+        return "".join(self.pieces[i] for i in ids)
 
 
 def episode() -> Trajectory:
@@ -110,3 +113,12 @@ def test_context_budget_schedule():
             GRPOConfig.load("toy", [f"rollout.context_schedule={bad}"])
     with pytest.raises(ValueError, match="algorithm.pass_rate must be group or running"):
         GRPOConfig.load("toy", ["algorithm.pass_rate=ema"])
+
+
+def test_an_ellipsis_in_math_is_not_stylistic():
+    """``1, 2, ..., n`` is mathematics, not style: only runs like ``!!!`` or ``===`` reject."""
+    t = Trajectory(prompt_ids=[0])
+    t.append([0, 1, 2], policy=True)
+    _, rejected = TokenWeights(repeat_ngram=0).flags(t, Pieces({0: "1, 2, ...", 1: ", n",
+                                                               2: "===="}))
+    assert rejected.tolist() == [False, False, True]

@@ -35,7 +35,7 @@ TOOL_PATTERNS = (r"<tool_call>.*?(?:</tool_call>|$)", r"```(?:python|py|sql)?\n.
                  r"<(search|sql|code|python)>.*?(?:</\1>|$)")
 TRANSITION_WORDS = ("wait", "however", "but", "alternatively", "hmm", "actually", "instead",
                     "let me check", "let me verify", "double-check", "on second thought")
-STYLISTIC_PATTERNS = (r"([!?.~*=_-])\1{2,}", r"[\U0001F300-\U0001FAFF\u2600-\u27BF]",
+STYLISTIC_PATTERNS = (r"([!?~*=_-])\1{2,}", r"[\U0001F300-\U0001FAFF\u2600-\u27BF]",
                       r"(?i)\b(great question|i hope this helps|feel free to ask)\b")
 
 
