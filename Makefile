@@ -16,7 +16,10 @@ TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
 TRL_TESTS  := tests/test_trl_rollout.py
 
-.PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf clean
+.PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
+
+# every performance script (benchmarks/perf/quick.py is their shared quick-mode switch)
+PERF_SCRIPTS := $(filter-out %/__init__.py %/quick.py,$(sort $(wildcard benchmarks/perf/*.py)))
 
 $(VENV)/.core: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tir-envs needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
@@ -48,6 +51,7 @@ test: $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
 	$(PY) -m pytest -q
 	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
 	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
+	$(MAKE) perf-smoke
 
 $(VERL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
@@ -93,8 +97,19 @@ test-vllm: $(VLLM_VENV)/.ready
 	VLLM_CPU_KVCACHE_SPACE=1 TIR_VLLM_MODEL=build/tiny-vllm \
 		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_openrlhf_vllm.py
 
+# The full measurements (minutes each; grader_agreement needs a Math-Verify checkout:
+# $(PY) benchmarks/perf/grader_agreement.py PATH/TO/Math-Verify/tests).
 perf: $(VENV)/.dev
-	for f in benchmarks/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	for f in $(filter-out %/grader_agreement.py,$(PERF_SCRIPTS)); do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# Every performance script in its quick mode (PERF_QUICK=1, seconds each): run by `make test`,
+# so a script that crashes fails CI.  The figures are not measurements; the run is the check.
+perf-smoke: $(VENV)/.dev
+	@for f in $(PERF_SCRIPTS); do \
+		log=$$(mktemp); start=$$(date +%s); \
+		if PERF_QUICK=1 $(PY) $$f >$$log 2>&1; then echo "perf-smoke ok   $$f ($$(( $$(date +%s) - start )) s)"; \
+		else echo "perf-smoke FAIL $$f"; tail -n 40 $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
+	done
 
 clean:
 	rm -rf $(VENV) $(VERL_VENV) $(TRL_VENV) .pytest_cache .hypothesis

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
 
@@ -176,4 +177,4 @@ async def main(quick: bool) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main("--quick" in sys.argv)), indent=2))
+    print(json.dumps(asyncio.run(main("--quick" in sys.argv or QUICK)), indent=2))
