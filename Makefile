@@ -48,10 +48,10 @@ demo: $(VENV)/.core
 # both, runs the suite (tests/test_trainer_parity.py drives them through the venvs' pythons),
 # then each adapter's own tests in its venv.
 test: $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
-	$(PY) -m pytest -q
 	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
 	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
 	$(MAKE) perf-smoke
+	$(PY) -m pytest -q  # last, so its summary closes the output
 
 $(VERL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
