@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "serve": "tir_envs.tools.search.serve_cli",
     "rollout": "tir_envs.rollout.cli",
     "bench": "benchmarks.cli",
+    "view": "tir_envs.viewer.cli",
 }
 
 
