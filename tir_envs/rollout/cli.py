@@ -31,8 +31,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--model", help="served model name (openai policy)")
     p.add_argument("--api-key", help="bearer token for the openai policy")
     p.add_argument("--tokenizer", help="tokenizer folder shared by env and policy")
-    p.add_argument("--tasks", help="tasks file (.jsonl/.parquet with 'question' and 'answer'); "
-                                   "default: the env's own tasks")
+    p.add_argument("--tasks", help="a dataset name the env ships (e.g. aime2024, hotpotqa, "
+                                   "spider) or a tasks file (.jsonl/.parquet with 'question' "
+                                   "and 'answer'); default: the env's own tasks")
     p.add_argument("--limit", type=positive_int, help="use only the first N tasks")
     p.add_argument("--samples", type=positive_int, default=1,
                    help="episodes per task (GRPO group size)")
@@ -103,55 +104,38 @@ def parse_env_args(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def build_policy(spec: str, args: argparse.Namespace):
-    """``(policy, tokenizer)`` from a ``kind:target`` spec (see the module docstring)."""
-    from tir_envs.tokenizer import load_tokenizer
-
-    kind, sep, target = spec.partition(":")
-    if not sep or not target:
-        raise SystemExit(f"--policy {spec!r}: expected KIND:TARGET with KIND one of hf, vllm, "
-                         "openai, scripted (e.g. hf:/models/qwen, openai:http://127.0.0.1:8000/v1)")
-    if kind in ("hf", "vllm") and not Path(target).is_dir():
-        raise SystemExit(f"--policy {spec!r}: {target!r} is not a local model folder")
-    tokenizer = load_tokenizer(args.tokenizer or (target if kind in ("hf", "vllm") else None))
-    if kind == "hf":
-        from tir_envs.rollout.hf import HFPolicy
-        return HFPolicy(target, tokenizer), tokenizer
-    if kind == "vllm":
-        from tir_envs.rollout.vllm_backend import VLLMPolicy
-        return VLLMPolicy(target, tokenizer), tokenizer
-    if kind == "openai":
-        if not args.model:
-            raise SystemExit("--policy openai:URL needs --model (the served model name)")
-        from tir_envs.rollout.openai_compat import OpenAIPolicy
-        return OpenAIPolicy(target, args.model, tokenizer, api_key=args.api_key), tokenizer
-    if kind == "scripted":
-        return _scripted(target, tokenizer), tokenizer
-    raise SystemExit(f"--policy {spec!r}: unknown kind {kind!r}; use hf, vllm, openai or scripted")
-
-
-def _scripted(path: str, tokenizer: Any):
-    from tir_envs.rollout.scripted import ScriptedPolicy
+def build_policy(args: argparse.Namespace):
+    """``(policy, tokenizer)`` from ``--policy`` and its flags (``tir_envs.rollout.specs``)."""
+    from tir_envs.rollout.specs import PolicySpecError
+    from tir_envs.rollout.specs import build_policy as from_spec
 
     try:
-        actions = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SystemExit(f"--policy scripted:{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"--policy scripted:{path}: not JSON ({exc.msg}, line {exc.lineno})") \
-            from None
-    if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
-        raise SystemExit(f"--policy scripted:{path}: expected a JSON list of action strings")
-    return ScriptedPolicy(actions, tokenizer)
+        return from_spec(args.policy, tokenizer=args.tokenizer, model=args.model,
+                         api_key=args.api_key)
+    except PolicySpecError as exc:
+        raise SystemExit(f"--policy {exc.spec!r}: {exc.problem}") from None
 
 
-def load_tasks(args: argparse.Namespace):
+#: suffixes that make ``--tasks`` a file, never a dataset name
+TASK_FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def load_tasks(args: argparse.Namespace, env_kwargs: dict[str, Any]):
+    """The ``tasks`` argument of ``collect``.  A dataset name (no such file) goes to the env,
+    whose own loader knows its shipped names and says which exist; ``--limit`` then takes
+    the first N of them."""
     if args.tasks is None:
         return args.limit  # None: all the env's tasks; N: the first N
+    path = Path(args.tasks)
+    if not path.exists():
+        if path.suffix in TASK_FILE_SUFFIXES:
+            raise SystemExit(f"--tasks {args.tasks!r}: no such file")
+        if "tasks" in env_kwargs:
+            raise SystemExit(f"--tasks {args.tasks!r} and --env-arg tasks=...: give one of them")
+        env_kwargs["tasks"] = args.tasks
+        return args.limit
     from tir_envs.data.loaders import read_records
 
-    if not Path(args.tasks).exists():
-        raise SystemExit(f"--tasks {args.tasks!r}: no such file")
     records = read_records(args.tasks, required=())
     return records[:args.limit] if args.limit else records
 
@@ -162,12 +146,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_env_and_out(args)
     env_kwargs = parse_env_args(args.env_arg)
-    policy, tokenizer = build_policy(args.policy, args)
+    policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
+    tasks = load_tasks(args, env_kwargs)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     try:
-        out = collect(args.env, policy, load_tasks(args), samples_per_task=args.samples,
+        out = collect(args.env, policy, tasks, samples_per_task=args.samples,
                       max_concurrency=args.concurrency, sampling=sampling,
                       episode_timeout_s=args.timeout, out=args.out, progress=not args.no_progress,
                       mode=args.mode, env_kwargs=env_kwargs, seed=args.seed)
@@ -190,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
 
 def failure_line(traj: Any) -> str:
     """What went wrong in a flagged episode, in one line."""
-    failure = traj.metadata.get("failure")
-    if failure:
-        return " ".join(f"{failure['kind']}: {failure['message']}".split())[:300]
+    failure = traj.failure
+    if failure is not None:
+        return " ".join(f"{failure.kind}: {failure.message}".split())[:300]
     bad = next((t for t in traj.turns if t.status == "infra_error"), None)
     return f"a tool failed (infra_error) at turn {bad.index}" if bad else "flagged infra_failed"
