@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from benchmarks import get_suite, run  # noqa: E402
 from benchmarks.oracle import final_format, gold_of, oracle  # noqa: E402
@@ -100,7 +101,8 @@ def harness(suite_name: str, items: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--items", type=int, default=200, help="items per suite (default 200)")
+    ap.add_argument("--items", type=int, default=pick(200, 3),
+                    help="items per suite (default 200; PERF_QUICK=1: 3)")
     ap.add_argument("--suites", default="math500,bamboogle,spider")
     args = ap.parse_args()
     out = {"items_per_suite_max": args.items, "load_avg_1m": round(os.getloadavg()[0], 2), "suites": {}}
