@@ -49,13 +49,19 @@ def tool_figures(traj: Trajectory) -> dict[str, Any]:
             "infra_errors": infra, "tool_latency_s": latencies}
 
 
+def _gold(answer: Any) -> Any:
+    """The task's gold answer as JSON can hold it (for reports and the trajectory viewer)."""
+    return answer if isinstance(answer, (str, int, float, bool, list, dict)) or answer is None \
+        else str(answer)
+
+
 def sample_record(suite: str, part: str, item: int, sample: int, seed: int | None, task: Task,
                   traj: Trajectory) -> dict[str, Any]:
     """The ``samples.jsonl`` record of one finished sample."""
     correct, answered, answer = verdict(traj)
     return {
         "suite": suite, "part": part, "item": item, "sample": sample, "seed": seed,
-        "task_id": task.id, "meta": {k: task.meta[k] for k in _META_KEYS if k in task.meta},
+        "task_id": task.id, "gold": _gold(task.answer), "meta": {k: task.meta[k] for k in _META_KEYS if k in task.meta},
         "correct": correct, "answered": answered, "answer": answer,
         "reward": traj.reward, "components": dict(traj.reward_components),
         **tool_figures(traj),

@@ -367,3 +367,19 @@ def test_progress_is_a_bar_on_a_terminal_and_json_lines_otherwise():
     assert [json.loads(x) for x in pipe.text.splitlines()] == [
         {"step": 3, "reward/mean": 0.2, "kl": 0.0}, {"step": 4, "reward/mean": 0.4, "kl": 0.0},
         {"step": 5, "reward/mean": 0.9, "kl": 0.0}]
+
+
+def test_rollout_dumps_open_in_the_viewer(tmp_path):
+    from tir_envs.viewer import load_episodes, page_data
+
+    trainer = GRPOTrainer(config(tmp_path, "train.steps=1", "train.dump_rollouts=true"))
+    trainer.train()
+    dump = tmp_path / "rollouts" / "step_00001.jsonl"
+    assert dump.is_file()
+    episodes, _ = load_episodes(tmp_path / "rollouts")
+    assert len(episodes) == 4 * 4 and all(e.extra["step"] == 1 for e in episodes)
+    data = page_data(episodes, trainer.tokenizer)
+    for ep, detail in zip(episodes, data["episodes"]):
+        assert detail["mask"] == ep.trajectory.loss_mask
+        assert "".join(data["strings"][i] for i in detail["text"]) == trainer.tokenizer.decode(
+            ep.trajectory.token_ids, skip_special_tokens=False)

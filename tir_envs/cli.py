@@ -23,6 +23,7 @@ from tir_envs.audit import cli as audit_cli
 from tir_envs.rollout import cli as rollout_cli
 from tir_envs.tools.search import cli as index_cli
 from tir_envs.tools.search import serve_cli
+from tir_envs.viewer import cli as view_cli
 
 # subcommand -> module exposing add_parser(subparsers)
 SUBCOMMANDS: dict[str, ModuleType] = {
@@ -32,6 +33,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {
     "rollout": rollout_cli,
     "bench": bench_cli,
     "audit": audit_cli,
+    "view": view_cli,
 }
 
 

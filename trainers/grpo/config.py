@@ -109,6 +109,7 @@ class TrainConfig:
     tensorboard: bool = True             # when tensorboard is installed
     wandb_project: str | None = None     # when wandb is installed
     progress: bool = False               # the rollout engine's tqdm bar
+    dump_rollouts: bool = False          # every step's trajectories to rollouts/step_NNNNN.jsonl
 
 
 @dataclass

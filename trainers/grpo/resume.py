@@ -14,7 +14,8 @@ from typing import Any
 
 #: settings a resumed run may change: how long it runs and how it is recorded, nothing it learns
 EXTENSIBLE = ("train.steps", "train.save_every", "train.keep_last", "train.resume",
-              "train.output_dir", "train.tensorboard", "train.wandb_project", "train.progress")
+              "train.output_dir", "train.tensorboard", "train.wandb_project", "train.progress",
+              "train.dump_rollouts")
 
 
 def flatten(d: dict[str, Any], where: str = "") -> dict[str, Any]:

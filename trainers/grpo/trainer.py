@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
+from tir_envs.trajectory import write_jsonl
 from trainers.grpo.batch import TrainBatch, build_batch
 from trainers.grpo.checkpoint import (latest_checkpoint, load_checkpoint, saved_config,
                                       save_checkpoint)
@@ -206,8 +207,20 @@ class GRPOTrainer:
                    "time/step_s": time.perf_counter() - t0,
                    "throughput/rollout_tokens_per_s": self._generated / max(t1 - t0, 1e-9)}
         self.logger.log(self.step, metrics)
+        if c.train.dump_rollouts:
+            self._dump_rollouts(filled.sampled)
         self.history.append({"step": self.step, **metrics})
         return self.history[-1]
+
+    def _dump_rollouts(self, groups: list[Group]) -> None:
+        """Every trajectory of this step, kept or filtered out, for ``tir-envs view``."""
+        folder = self.out_dir / "rollouts"
+        folder.mkdir(parents=True, exist_ok=True)
+        for g in groups:
+            for t in g.trajectories:
+                t.metadata.setdefault("step", self.step)
+        write_jsonl((t for g in groups for t in g.trajectories),
+                    folder / f"step_{self.step:05d}.jsonl")
 
     def _keep_rule(self) -> Callable[[Group], bool] | None:
         """The band test: on this group's accuracy, or (``pass_rate: running``) on its task's
