@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 
@@ -94,9 +95,13 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from benchmarks.compare import compare, format_rows
+    from benchmarks.compare import compare, format_result
 
-    print(format_rows(compare(args.run_a, args.run_b, args.alpha), args.run_a, args.run_b))
+    result = compare(args.run_a, args.run_b, args.alpha)
+    print(format_result(result, args.run_a, args.run_b))
+    if result["settings_differ"]:
+        print("bench compare: warning: the runs differ in "
+              + ", ".join(sorted(result["settings_differ"])), file=sys.stderr)
     return 0
 
 

@@ -248,6 +248,11 @@ def get_suite(name: str) -> Suite:
     return SUITES[name]
 
 
+def suite_of_run(name: str, config: Mapping[str, Any]) -> Suite:
+    """The suite ``name`` as the run whose ``run.json`` is ``config`` ran it."""
+    return get_suite(name)
+
+
 def register(suite: Suite) -> None:
     """Add (or replace) a suite, e.g. one over your own pinned data file."""
     SUITES[suite.name] = suite

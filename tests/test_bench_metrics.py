@@ -263,3 +263,33 @@ def test_sql_maj_groups_queries_by_result_set():
     assert score(records, "sql", 5)["maj_at_k"] == 1.0  # 3 queries return the singer count
     records[4] = _voter(0, 4, other, False, db_path=db)
     assert score(records, "sql", 5)["maj_at_k"] == 0.0  # now 3 return the stadium count
+
+
+def test_the_permutation_test_is_exact_on_the_grid_of_shares():
+    # 40 items with differences in steps of 1/4 (k = 4): past the 16 the old enumeration could
+    # take, so it sampled; the convolution gives the exact tail, equal to a brute-force one
+    import random as _random
+    rng = _random.Random(3)
+    a = [rng.randrange(5) / 4 for _ in range(40)]
+    b = [rng.randrange(5) / 4 for _ in range(40)]
+    out = m.permutation_test(a, b)
+    assert out["method"] == "exact" and out["mc_error"] == 0.0
+    diffs = [x - y for x, y in zip(a, b) if x != y]
+    # exact tail by dynamic programming over integer sums, written independently
+    counts = {0: 1}
+    for d in diffs:
+        step = round(4 * d)
+        nxt: dict[int, int] = {}
+        for s, c in counts.items():
+            for t in (s + step, s - step):
+                nxt[t] = nxt.get(t, 0) + c
+        counts = nxt
+    obs = abs(round(4 * sum(diffs)))
+    exact = sum(c for s, c in counts.items() if abs(s) >= obs) / 2 ** len(diffs)
+    assert out["p_value"] == pytest.approx(exact, rel=1e-9)
+    # off any grid it samples, and says by how much the estimate may be off
+    off_grid = [x + math.sqrt(2) * 1e-3 * (i + 1) for i, x in enumerate(a)]
+    sampled = m.permutation_test(off_grid, b)
+    assert sampled["method"] == "monte carlo" and sampled["mc_error"] > 0
+    p = sampled["p_value"]
+    assert sampled["mc_error"] == pytest.approx(math.sqrt(p * (1 - p) / 10000))
