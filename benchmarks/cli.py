@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -26,11 +27,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", action="append", default=[],
                    help="suite name (repeat, or comma-separate, for several); see `bench list`")
-    p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+    p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
+                                    "(each item's gold: must score 100%%) | wrong (a fixed "
+                                    "wrong answer: must score 0)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
     p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--temperature", type=float,
+                   help="default: 0 (greedy) for k = 1, 0.6 for k > 1 (pass@k)")
+    p.add_argument("--top-p", type=float, help="default: 1 when greedy, else 0.95")
     p.add_argument("--top-k", type=int, default=-1)
     p.add_argument("--seed", type=int, default=0, help="sampling seed; sample s of item i gets "
                                                        "seed + i*k + s (default 0)")
@@ -47,6 +51,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, help="seconds per episode before it is flagged")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="extra env constructor argument (VALUE parsed as JSON when it can be)")
+    p.add_argument("--tensor-parallel-size", type=int, help="vllm: GPUs per model replica")
+    p.add_argument("--max-model-len", type=int, help="vllm: context length the engine serves")
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="vllm: share of GPU memory the engine may take (0-1)")
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="vllm: any other AsyncEngineArgs field (VALUE parsed as JSON when it can be)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
@@ -76,22 +86,39 @@ def _suites(values: list[str]) -> list[str]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from benchmarks.harness import run
-    from tir_envs.rollout.cli import parse_env_args
+    from benchmarks.harness import RunInterrupted
 
     names = _suites(args.suite)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
-    summary = run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
-                  top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-                  max_tokens=args.max_tokens, use_tools=not args.no_tools,
-                  protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
-                  model=args.model, api_key=args.api_key,
-                  env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-                  episode_timeout_s=args.timeout, progress=not args.no_progress)
+    try:
+        summary = _run(names, args)
+    except RunInterrupted as exc:
+        command = shlex.join(["tir-envs", *getattr(args, "argv", ["bench", "..."])])
+        print(f"tir-envs bench: interrupted: {exc.saved} of {exc.total} samples are saved in "
+              f"{exc.folder}; resume with:\n  {command}", file=sys.stderr)
+        return 130
     table = {name: round(100 * col["acc"], 2) for name, col in summary["autotir_table"].items()}
     print(json.dumps({"out": args.out, "accuracy_pct": table}))
     return 0
+
+
+def _run(names: list[str], args: argparse.Namespace) -> dict:
+    from benchmarks.harness import run
+    from tir_envs.rollout.cli import parse_env_args
+
+    engine_args = parse_env_args(args.engine_arg, "--engine-arg")
+    for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
+        if getattr(args, flag) is not None:
+            engine_args[flag] = getattr(args, flag)
+    return run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
+               top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+               max_tokens=args.max_tokens, use_tools=not args.no_tools,
+               protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
+               model=args.model, api_key=args.api_key,
+               env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
+               episode_timeout_s=args.timeout, progress=not args.no_progress,
+               engine_args=engine_args)
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -75,78 +75,175 @@ def sample_seed(seed: int | None, item: int, sample: int, k: int) -> int | None:
     return None if seed is None else seed + item * k + sample
 
 
+#: policies named by a bare word: sanity checks of a suite from the CLI
+BUILTIN_POLICIES = ("oracle", "wrong")
+
+
 def resolve_policy(policy: Any, tokenizer: Any = None, model: str | None = None,
-                   api_key: str | None = None) -> tuple[Any, Any, str, bool]:
-    """``(policy, tokenizer, name, built)``: a spec string goes through ``tir-envs rollout``'s
-    own parser; a policy object is used as it is, with ``tokenizer`` (default: bundled Qwen2.5)."""
+                   api_key: str | None = None, protocol: str | None = None,
+                   engine_args: Mapping[str, Any] | None = None) -> tuple[Any, Any, str, bool]:
+    """``(policy, tokenizer, name, built)``: ``oracle``/``wrong`` are the item-scripted policies
+    (``benchmarks.oracle``); another spec string goes through ``tir-envs rollout``'s own parser;
+    a policy object is used as it is, with ``tokenizer`` (default: bundled Qwen2.5)."""
+    if policy in BUILTIN_POLICIES:
+        from benchmarks.oracle import adversary, oracle
+        built = oracle(protocol, tokenizer) if policy == "oracle" else \
+            adversary("wrong", protocol, tokenizer)
+        return built, tokenizer, policy, True
     if isinstance(policy, str):
         from tir_envs.rollout.cli import build_policy
-        args = argparse.Namespace(tokenizer=tokenizer, model=model, api_key=api_key)
+        args = argparse.Namespace(tokenizer=tokenizer, model=model, api_key=api_key,
+                                  engine_args=dict(engine_args or {}))
         built, tok = build_policy(policy, args)
         return built, tok, policy, True
-    if not any(callable(getattr(policy, m, None)) for m in ("generate", "generate_job")):
-        raise TypeError("policy must be a spec string (hf:PATH, vllm:PATH, openai:URL, "
-                        "scripted:FILE) or an object with async generate(prompt_ids, stop, "
-                        f"sampling) (or generate_job); got {type(policy).__name__}")
+    check_policy(policy)
     return policy, tokenizer, type(policy).__name__, False
 
 
+def check_policy(policy: Any, model: str | None = None,
+                 engine_args: Mapping[str, Any] | None = None) -> None:
+    """Whatever can be checked of ``policy`` without loading it (a spec's folder or file)."""
+    if policy in BUILTIN_POLICIES:
+        if engine_args:
+            raise ValueError(f"engine arguments apply only to vllm:PATH, not {policy!r}")
+        return
+    if isinstance(policy, str):
+        from tir_envs.rollout.cli import check_policy_spec
+        check_policy_spec(policy, argparse.Namespace(model=model, engine_args=engine_args))
+        return
+    if not any(callable(getattr(policy, m, None)) for m in ("generate", "generate_job")):
+        raise TypeError("policy must be a spec string (hf:PATH, vllm:PATH, openai:URL, "
+                        "scripted:FILE, oracle, wrong) or an object with async "
+                        "generate(prompt_ids, stop, sampling) (or generate_job); got "
+                        f"{type(policy).__name__}")
+
+
+def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: str | None,
+                  use_tools: bool, env_kwargs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Every suite's env keyword arguments, after checking every setting: nothing is written,
+    loaded or started before this passes."""
+    from tir_envs.protocols import MATH_PROTOCOLS
+    from tir_envs.registry import accepted_kwargs, env_class
+
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be a positive int (samples per item), got {k!r}")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    if protocol is not None and protocol not in MATH_PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; the math protocols are "
+                         f"{', '.join(sorted(MATH_PROTOCOLS))}")
+    if env_kwargs and "tasks" in env_kwargs:
+        raise ValueError("env argument 'tasks' would be ignored: a suite runs its own pinned "
+                         "items; benchmark your own file with --tasks FILE (suite custom:FILE)")
+    out = []
+    for suite in chosen:
+        kwargs = suite.make_kwargs(use_tools, protocol, env_kwargs)
+        unknown = set(kwargs) - accepted_kwargs(env_class(suite.env_id)) - {"tokenizer"}
+        if unknown:
+            raise ValueError(f"suite {suite.name!r} ({suite.env_id}) takes no env argument(s) "
+                             f"{sorted(unknown)}; see help({env_class(suite.env_id).__name__})")
+        suite.items(limit)  # the pinned data: its hashes and counts checked now
+        out.append(kwargs)
+    return out
+
+
 def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1,
-        temperature: float = 1.0, top_p: float = 1.0, top_k: int = -1, seed: int | None = 0,
-        max_tokens: int | None = None, use_tools: bool = True, protocol: str | None = None,
-        limit: int | None = None, tokenizer: Any = None, model: str | None = None,
-        api_key: str | None = None, env_kwargs: Mapping[str, Any] | None = None,
-        concurrency: int = 32, episode_timeout_s: float | None = None, progress: bool = True,
-        report: bool = True) -> dict[str, Any]:
+        temperature: float | None = None, top_p: float | None = None, top_k: int = -1,
+        seed: int | None = 0, max_tokens: int | None = None, use_tools: bool = True,
+        protocol: str | None = None, limit: int | None = None, tokenizer: Any = None,
+        model: str | None = None, api_key: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None, concurrency: int = 32,
+        episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
+        engine_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
 
     Args:
       suites: a suite name or names (``benchmarks.SUITES``).
-      policy: a policy object or a ``tir-envs rollout`` spec string (module docstring);
-        ``tokenizer``/``model``/``api_key`` as that command's flags.
-      out: the run folder; an existing one is resumed (same settings required).
+      policy: a policy object or a spec string: ``oracle``, ``wrong`` or a ``tir-envs rollout``
+        spec (module docstring); ``tokenizer``/``model``/``api_key`` as that command's flags,
+        ``engine_args`` for ``vllm:`` (e.g. ``tensor_parallel_size``, ``max_model_len``,
+        ``gpu_memory_utilization``).
+      out: the run folder; an existing one is resumed (same settings and policy required);
+        one process at a time (``benchmarks.lock``).
       k: samples per item.  ``temperature``/``top_p``/``top_k``/``seed``: sampling
-        (``seed=None`` leaves it unseeded); ``max_tokens``: a cap per turn below the env's own
-        budget (default: none, the protocol's budget decides).
+        (``seed=None`` leaves it unseeded; temperature/top-p default to the field's settings,
+        ``sampling_defaults``); ``max_tokens``: a cap per turn below the env's own budget
+        (default: none, the protocol's budget decides).
       use_tools: ``False`` runs the protocols' standalone ("w/o tools") prompt, no tool runs.
       protocol: the math protocol (``torl``, ``zerotir``, ``rite``) for math suites.
       limit: the first N items of each part (smoke runs); env_kwargs: extra env arguments.
       concurrency: episodes in flight; episode_timeout_s: wall-clock limit per episode.
+
+    Every setting, the data pins and the folder's settings are checked before anything is
+    written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
+    many samples are saved.
     """
+    from benchmarks.lock import RunLock
+    from benchmarks.pins import policy_pin
+    from benchmarks.store import check_settings
+
     names = [suites] if isinstance(suites, str) else list(suites)
     if not names:
         raise ValueError("suites is empty: name at least one suite")
     chosen = [get_suite(n) for n in names]
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int (samples per item), got {k!r}")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
-    policy_obj, tok, name, built = resolve_policy(policy, tokenizer, model, api_key)
+    suite_kwargs = check_options(chosen, k, limit, protocol, use_tools, env_kwargs)
+    check_policy(policy, model, engine_args)
+    temperature, top_p = sampling_defaults(k, temperature, top_p)
     # no cap of our own by default: the engine caps each turn at the env's info["max_new_tokens"]
     # (the protocol's budget), so every suite runs with its paper's length limits
     sampling = SamplingParams(max_tokens=max_tokens or _UNCAPPED, temperature=temperature,
                               top_p=top_p, top_k=top_k)
-    config = {"suites": names, "policy": name if isinstance(policy, str) else None,
-              "policy_name": name, "k": k, "temperature": temperature, "top_p": top_p,
+    spec = policy if isinstance(policy, str) else None
+    config = {"suites": names, "policy": spec,
+              "policy_name": spec or type(policy).__name__, "policy_pin": policy_pin(spec),
+              "k": k, "temperature": temperature, "top_p": top_p,
               "top_k": top_k, "seed": seed, "max_tokens": max_tokens, "use_tools": use_tools,
               "protocol": protocol, "limit": limit,
               "env_kwargs": {key: repr(v) for key, v in sorted((env_kwargs or {}).items())},
               "concurrency": concurrency, "episode_timeout_s": episode_timeout_s}
-    store = RunStore(out, config)
-    try:
-        for suite in chosen:
-            kwargs = suite.make_kwargs(use_tools, protocol, env_kwargs)
-            if tok is not None:
-                kwargs.setdefault("tokenizer", tok)
-            _run_suite(store, suite, policy_obj, kwargs, sampling, k, seed, limit, concurrency,
-                       episode_timeout_s, progress)
-    finally:
-        if built and callable(getattr(policy_obj, "close", None)):
-            policy_obj.close()
+    with RunLock(out):  # another process on this folder: refused before anything else
+        check_settings(out, config)  # a changed setting: refused before any model loads
+        policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key, protocol,
+                                                   engine_args)
+        store = RunStore(out, config)
+        try:
+            for suite, kwargs in zip(chosen, suite_kwargs):
+                if tok is not None:
+                    kwargs.setdefault("tokenizer", tok)
+                _run_suite(store, suite, policy_obj, kwargs, sampling, k, seed, limit,
+                           concurrency, episode_timeout_s, progress)
+        except KeyboardInterrupt as exc:
+            total = sum(len(s.items(limit)) for s in chosen) * k
+            done = sum(len(store.finished(s.name)) for s in chosen)
+            raise RunInterrupted(Path(out), done, total) from exc
+        finally:
+            if built and callable(getattr(policy_obj, "close", None)):
+                policy_obj.close()
     if not report:
         return {}
     from benchmarks.report import write_outputs
     return write_outputs(out)
+
+
+def sampling_defaults(k: int, temperature: float | None,
+                      top_p: float | None) -> tuple[float, float]:
+    """Temperature and top-p as the field evaluates when not given: greedy for a pass@1-style
+    run (k = 1: Qwen2.5-Math, ToRL), and for pass@k the sampling of DeepSeek-R1's evaluation
+    (temperature 0.6, top-p 0.95).  Given values are kept as they are."""
+    if temperature is None:
+        temperature = 0.0 if k == 1 else 0.6
+    if top_p is None:
+        top_p = 1.0 if temperature == 0 else 0.95
+    return float(temperature), float(top_p)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run; what is saved is kept and a rerun resumes."""
+
+    def __init__(self, folder: Path, saved: int, total: int):
+        super().__init__(f"interrupted: {saved} of {total} samples are saved in {folder}; "
+                         "rerun the same command to resume")
+        self.folder, self.saved, self.total = folder, saved, total
 
 
 def plan(suite: Suite, k: int, seed: int | None, limit: int | None,

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from benchmarks.pins import pin_diff
+
 CONFIG = "run.json"
 SAMPLES = "samples.jsonl"
 #: settings that may differ between the sessions of one run (they do not change results)
@@ -40,18 +42,9 @@ class RunStore:
             self.records[(record["suite"], record["item"], record["sample"])] = record
 
     def _claim(self, config: dict[str, Any]) -> None:
+        config = check_settings(self.folder, config)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / CONFIG
-        if path.is_file():
-            old = json.loads(path.read_text(encoding="utf-8"))
-            diff = {k: (old.get(k), config.get(k)) for k in set(old) | set(config)
-                    if k not in _FREE and old.get(k) != config.get(k)}
-            if diff:
-                shown = "; ".join(f"{k}: {a!r} in the folder, {b!r} now"
-                                  for k, (a, b) in sorted(diff.items()))
-                raise RunFolderError(f"{self.folder} holds a run with other settings ({shown}); "
-                                     "resume it with the same settings or pass another --out")
-            config = {**config, "suites": _union(old.get("suites", []), config["suites"])}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
         tmp.replace(path)
@@ -98,6 +91,29 @@ class RunStore:
         sink.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
         sink.flush()
         self.records[(record["suite"], record["item"], record["sample"])] = record
+
+
+def check_settings(folder: str | os.PathLike, config: dict[str, Any]) -> dict[str, Any]:
+    """The settings ``folder`` will hold once ``config`` joins it; raises ``RunFolderError``
+    when the folder holds a run with other settings (or another policy).  Reads only."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        return config
+    old = json.loads(path.read_text(encoding="utf-8"))
+    if old.get("policy") == config.get("policy") and \
+            old.get("policy_pin") != config.get("policy_pin"):
+        raise RunFolderError(
+            f"{folder}: the policy changed since this run began ({config.get('policy')}: "
+            f"{pin_diff(old.get('policy_pin'), config.get('policy_pin'))}); one run holds one "
+            "policy's answers: restore it, or pass another --out")
+    diff = {k: (old.get(k), config.get(k)) for k in set(old) | set(config)
+            if k not in _FREE and k != "policy_pin" and old.get(k) != config.get(k)}
+    if diff:
+        shown = "; ".join(f"{k}: {a!r} in the folder, {b!r} now"
+                          for k, (a, b) in sorted(diff.items()))
+        raise RunFolderError(f"{folder} holds a run with other settings ({shown}); "
+                             "resume it with the same settings or pass another --out")
+    return {**config, "suites": _union(old.get("suites", []), config["suites"])}
 
 
 def _union(old: list[str], new: list[str]) -> list[str]:

@@ -249,7 +249,7 @@ def test_compare_lists_one_sided_benchmarks_and_flags_different_settings(tmp_pat
     out, err = capsys.readouterr()
     assert "Scored only by A (not compared): aime25" in out
     assert "Scored only by B (not compared): math500" in out
-    for line in ("- k: A 1, B 2", "- temperature: A 1.0, B 0.5", "- max_tokens: A None, B 900",
+    for line in ("- k: A 1, B 2", "- temperature: A 0.0, B 0.5", "- max_tokens: A None, B 900",
                  "- protocol: A None, B 'rite'"):
         assert line in out
     assert "warning: the runs differ in k, max_tokens, protocol, temperature" in err

@@ -90,12 +90,13 @@ def check_env_and_out(args: argparse.Namespace) -> None:
         raise SystemExit(f"--out {args.out!r}: folder {str(out.parent)!r} does not exist")
 
 
-def parse_env_args(pairs: list[str]) -> dict[str, Any]:
+def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict, each VALUE parsed as JSON when it can be."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--env-arg {pair!r}: expected KEY=VALUE, e.g. --env-arg max_turns=4")
+            raise SystemExit(f"{flag} {pair!r}: expected KEY=VALUE, e.g. {flag} max_turns=4")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -103,36 +104,52 @@ def parse_env_args(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def build_policy(spec: str, args: argparse.Namespace):
-    """``(policy, tokenizer)`` from a ``kind:target`` spec (see the module docstring)."""
-    from tir_envs.tokenizer import load_tokenizer
-
+def check_policy_spec(spec: str, args: argparse.Namespace) -> tuple[str, str]:
+    """``(kind, target)`` of a ``kind:target`` spec, after every check that needs no loading
+    (a missing folder or file, a missing --model), so a bad spec fails before work starts."""
     kind, sep, target = spec.partition(":")
     if not sep or not target:
         raise SystemExit(f"--policy {spec!r}: expected KIND:TARGET with KIND one of hf, vllm, "
                          "openai, scripted (e.g. hf:/models/qwen, openai:http://127.0.0.1:8000/v1)")
+    if kind not in ("hf", "vllm", "openai", "scripted"):
+        raise SystemExit(f"--policy {spec!r}: unknown kind {kind!r}; use hf, vllm, openai or "
+                         "scripted")
     if kind in ("hf", "vllm") and not Path(target).is_dir():
         raise SystemExit(f"--policy {spec!r}: {target!r} is not a local model folder")
+    engine_args = dict(getattr(args, "engine_args", None) or {})
+    if engine_args and kind != "vllm":
+        raise SystemExit(f"--policy {spec!r}: engine arguments ({', '.join(sorted(engine_args))})"
+                         " apply only to vllm:PATH")
+    if kind == "openai" and not args.model:
+        raise SystemExit("--policy openai:URL needs --model (the served model name)")
+    if kind == "scripted":
+        _scripted_actions(target)
+    return kind, target
+
+
+def build_policy(spec: str, args: argparse.Namespace):
+    """``(policy, tokenizer)`` from a ``kind:target`` spec (see the module docstring)."""
+    from tir_envs.tokenizer import load_tokenizer
+
+    kind, target = check_policy_spec(spec, args)
+    engine_args = dict(getattr(args, "engine_args", None) or {})
     tokenizer = load_tokenizer(args.tokenizer or (target if kind in ("hf", "vllm") else None))
     if kind == "hf":
         from tir_envs.rollout.hf import HFPolicy
         return HFPolicy(target, tokenizer), tokenizer
     if kind == "vllm":
         from tir_envs.rollout.vllm_backend import VLLMPolicy
-        return VLLMPolicy(target, tokenizer), tokenizer
+        return VLLMPolicy(target, tokenizer, **engine_args), tokenizer
     if kind == "openai":
-        if not args.model:
-            raise SystemExit("--policy openai:URL needs --model (the served model name)")
         from tir_envs.rollout.openai_compat import OpenAIPolicy
         return OpenAIPolicy(target, args.model, tokenizer, api_key=args.api_key), tokenizer
     if kind == "scripted":
-        return _scripted(target, tokenizer), tokenizer
-    raise SystemExit(f"--policy {spec!r}: unknown kind {kind!r}; use hf, vllm, openai or scripted")
+        from tir_envs.rollout.scripted import ScriptedPolicy
+        return ScriptedPolicy(_scripted_actions(target), tokenizer), tokenizer
+    raise AssertionError(kind)
 
 
-def _scripted(path: str, tokenizer: Any):
-    from tir_envs.rollout.scripted import ScriptedPolicy
-
+def _scripted_actions(path: str) -> list[str]:
     try:
         actions = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -142,7 +159,7 @@ def _scripted(path: str, tokenizer: Any):
             from None
     if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
         raise SystemExit(f"--policy scripted:{path}: expected a JSON list of action strings")
-    return ScriptedPolicy(actions, tokenizer)
+    return actions
 
 
 def load_tasks(args: argparse.Namespace):
