@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.metrics import tool_productivity
 from benchmarks.scoring import accuracy_by_tool_calls, score
 from benchmarks.store import RunStore
 from benchmarks.suites import SUITES
@@ -47,17 +48,25 @@ def summarize(store: RunStore) -> dict[str, Any]:
 
 
 def autotir_table(suites: dict[str, Any]) -> dict[str, Any]:
-    """One column per benchmark (every part of every suite): accuracy, TS and TP, and the
-    mean over the columns (the layout of AutoTIR's main table)."""
+    """One column per benchmark (every part of every suite): accuracy, TS and TP (the layout of
+    AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, and TS and TP
+    over the pooled episodes of all columns (both are ratios over a set, AutoTIR's eq. 8 for
+    TP: a mean of per-part ratios would weigh a 30-item part like a 1319-item one)."""
     columns = {}
     for name, entry in suites.items():
         for part, s in entry["parts"].items():
             if s.get("items"):
                 columns[_label(name, part)] = {"acc": s["avg_at_k"], "ts": s["tools"]["ts"],
-                                 "tp": s["tools"]["tp"]}
+                                               "tp": s["tools"]["tp"],
+                                               "counts": s["tools"]["counts"]}
     if columns:
-        columns["avg"] = {key: _mean_of([c[key] for c in columns.values()])
-                          for key in ("acc", "ts", "tp")}
+        pooled = {key: sum(c["counts"][key] for c in columns.values())
+                  for key in ("correct", "calls", "ts_calls", "ts_right")}
+        columns["avg"] = {"acc": _mean_of([c["acc"] for c in columns.values()]),
+                          "ts": pooled["ts_right"] / pooled["ts_calls"]
+                          if pooled["ts_calls"] else None,
+                          "tp": tool_productivity(pooled["correct"], pooled["calls"]),
+                          "counts": pooled}
     return columns
 
 
@@ -99,7 +108,9 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
                   f"| accuracy (avg@{k}) | " + " | ".join(_pct(table[n]["acc"]) for n in names)
                   + " |",
                   "| TS | " + " | ".join(_pct(table[n]["ts"]) for n in names) + " |",
-                  "| TP | " + " | ".join(_num(table[n]["tp"]) for n in names) + " |", ""]
+                  "| TP | " + " | ".join(_num(table[n]["tp"]) for n in names) + " |", "",
+                  "Avg: accuracy is the mean of the columns; TS and TP are those of the pooled "
+                  "episodes of all columns (ratios over a set, not means of ratios).", ""]
     for name, entry in summary["suites"].items():
         kwargs = ", ".join(f"{a}={b!r}" for a, b in entry["env_kwargs"].items()
                            if a != "tokenizer")

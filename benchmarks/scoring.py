@@ -103,16 +103,22 @@ def tool_metrics(records: Sequence[Record]) -> dict[str, Any]:
     """Calls per episode by tool, share of episodes with a call, TS, TP, invalid/error rates."""
     executed = sum(r["tool_calls"] for r in records)
     attempts = sum(r["call_attempts"] for r in records)
+    correct = sum(bool(r["correct"]) for r in records)
+    truth = [(r["tool_counts"], r["meta"].get("tool")) for r in records]
     return {
         "calls_per_episode": m.mean(r["tool_calls"] for r in records),
         "calls_by_tool": m.calls_by_tool([r["tool_counts"] for r in records]),
         "episodes_with_tool": m.mean(float(r["tool_calls"] > 0) for r in records),
-        "ts": m.tool_selection((r["tool_counts"], r["meta"].get("tool")) for r in records),
-        "tp": m.tool_productivity(sum(r["correct"] for r in records), executed),
+        "ts": m.tool_selection(truth),
+        "tp": m.tool_productivity(correct, executed),
         "invalid_call_rate": sum(r["invalid_calls"] for r in records) / attempts
         if attempts else None,
         "tool_error_rate": sum(r["tool_errors"] for r in records) / executed if executed else None,
         "infra_error_calls": sum(r["infra_errors"] for r in records),
+        # the counts behind TS and TP, so they can be pooled over several parts
+        "counts": {"episodes": len(records), "correct": correct, "calls": executed,
+                   "ts_calls": sum(sum(c.values()) for c, t in truth if t is not None),
+                   "ts_right": sum(c.get(t, 0) for c, t in truth if t is not None)},
     }
 
 

@@ -293,3 +293,18 @@ def test_the_permutation_test_is_exact_on_the_grid_of_shares():
     assert sampled["method"] == "monte carlo" and sampled["mc_error"] > 0
     p = sampled["p_value"]
     assert sampled["mc_error"] == pytest.approx(math.sqrt(p * (1 - p) / 10000))
+
+
+def test_the_avg_column_pools_tp_and_ts_over_all_episodes_instead_of_averaging_ratios():
+    from benchmarks.report import autotir_table
+
+    # part a: 3 items, all right, no call (TP 3/1 = 3); part b: 1 item right with 9 calls
+    # (TP 1/10): the mean of the two ratios (1.55) is no TP of any set; the pooled one is 4/10
+    a = [_record(i, 0, True, "x", 0) for i in range(3)]
+    b = [{**_record(0, 0, True, "y", 9), "tool_counts": {"search": 6, "python": 3}}]
+    suites = {"s": {"parts": {"a": score(a, "qa", 1), "b": score(b, "qa", 1)}}}
+    table = autotir_table(suites)
+    assert table["s/a"]["tp"] == 3.0 and table["s/b"]["tp"] == pytest.approx(0.1)
+    assert table["avg"]["tp"] == pytest.approx(4 / 10)
+    assert table["avg"]["ts"] == pytest.approx(6 / 9)  # a made no call: b's 6 of 9 right calls
+    assert table["avg"]["acc"] == 1.0
