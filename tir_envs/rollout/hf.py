@@ -42,10 +42,10 @@ class _Request:
 def _batch_key(sampling: SamplingParams) -> tuple:
     """Requests may share a ``generate`` call when their sampling settings agree.
 
-    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap, and a batch draws
-    from one RNG stream seeded with its first request's seed (the engine gives every episode
-    its own seed, which would otherwise forbid batching).  A seeded run is therefore
-    reproducible when the same requests meet in the same batches, as they do in a rerun.
+    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap and draws its noise
+    from its own generator (``_RowSampler``), so what a seeded request generates does not
+    depend on which other requests share its batch (concurrency, an interrupted and resumed
+    run).
     """
     return (sampling.temperature, sampling.top_p, sampling.top_k,
             tuple(sorted(sampling.extra.items())))
@@ -157,8 +157,10 @@ class HFPolicy:
             attention[row, width - len(p):] = 1
         max_new = max(x.max_tokens for x in samplings)
         all_stops = sorted({x for st in stops for x in st if x})
-        kwargs = self._generate_kwargs(s, max_new, all_stops, width)
-        with torch.no_grad(), _seeded(s.seed):
+        kwargs = self._generate_kwargs(s, max_new, all_stops, width,
+                                       [(x.seed, len(p)) for x, p in zip(samplings, prompts)],
+                                       device)
+        with torch.no_grad():
             out = self.model.generate(input_ids=input_ids.to(device),
                                       attention_mask=attention.to(device), **kwargs)
         new = out.sequences[:, width:].cpu()
@@ -168,21 +170,23 @@ class HFPolicy:
                                     samplings[row].max_tokens) for row in range(len(prompts))]
 
     def _generate_kwargs(self, s: SamplingParams, max_new: int, stops: list[str],
-                         prompt_width: int) -> dict[str, Any]:
+                         prompt_width: int, rows: Sequence[tuple[int | None, int]],
+                         device: Any) -> dict[str, Any]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        greedy = s.temperature <= 0
+        processors = [_MaskPadded(self.vocab_size)]
+        if s.temperature > 0:
+            processors.append(_RowSampler(s, rows, device))
+        # hf's own sampler draws from one stream for the whole batch; ours draws per row and
+        # hands generate scores whose argmax *is* the sample (the Gumbel-max trick)
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=max_new, do_sample=not greedy, eos_token_id=self.eos_token_ids,
+            max_new_tokens=max_new, do_sample=False, eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id, return_dict_in_generate=True, output_logits=True,
             stopping_criteria=StoppingCriteriaList([_StopStrings(self.codec, stops, prompt_width)]),
-            logits_processor=LogitsProcessorList([_MaskPadded(self.vocab_size)]),
+            logits_processor=LogitsProcessorList(processors),
+            # neutralise sampling defaults a model's generation_config may carry
+            temperature=None, top_p=None, top_k=None,
         )
-        if not greedy:
-            kwargs.update(temperature=s.temperature, top_p=s.top_p,
-                          top_k=0 if s.top_k is None or s.top_k < 0 else s.top_k)
-        else:  # neutralise sampling defaults a model's generation_config may carry
-            kwargs.update(temperature=None, top_p=None, top_k=None)
         kwargs.update(s.extra)
         return kwargs
 
@@ -210,6 +214,44 @@ class _MaskPadded(LogitsProcessor):
         if scores.shape[-1] > self.vocab_size:
             scores[:, self.vocab_size:] = float("-inf")
         return scores
+
+
+class _RowSampler(LogitsProcessor):
+    """Sampling with one random generator per row: each request's draws are its own.
+
+    Each step applies temperature, top-k and top-p (transformers' own warpers), then adds
+    Gumbel noise drawn from the row's generator; the greedy choice over the result is an exact
+    sample of the warped distribution.  A row's generator is seeded from its request's seed and
+    prompt length (two turns of one episode do not reuse one noise sequence); an unseeded
+    request draws its generator's seed from torch's global RNG.
+    """
+
+    def __init__(self, s: SamplingParams, rows: Sequence[tuple[int | None, int]], device: Any):
+        import torch
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers = [TemperatureLogitsWarper(s.temperature)]
+        if s.top_k is not None and s.top_k > 0:
+            self.warpers.append(TopKLogitsWarper(s.top_k))
+        if s.top_p is not None and s.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(s.top_p))
+        self.generators = []
+        for seed, prompt_len in rows:
+            if seed is None:
+                seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+            else:
+                seed = (int(seed) * 1_000_003 + prompt_len) % 2 ** 62
+            self.generators.append(torch.Generator(device=device).manual_seed(seed))
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        for warper in self.warpers:
+            scores = warper(input_ids, scores)
+        noise = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device,
+                                        dtype=torch.float32) for g in self.generators])
+        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
+        return scores.float() + gumbel
 
 
 class _StopStrings(StoppingCriteria):
@@ -250,25 +292,6 @@ def _sampled_logprobs(logits: Sequence[Any], tokens: Any, temperature: float, vo
     if not cols:
         return torch.zeros((tokens.shape[0], 0))
     return torch.stack(cols, dim=1)
-
-
-class _seeded:
-    """Seed torch's RNG for one call without disturbing the caller's (e.g. a trainer's) stream."""
-
-    def __init__(self, seed: int | None):
-        self.seed = seed
-        self._fork = None
-
-    def __enter__(self):
-        if self.seed is not None:
-            import torch
-            self._fork = torch.random.fork_rng(devices=[])
-            self._fork.__enter__()
-            torch.manual_seed(self.seed)
-
-    def __exit__(self, *exc):
-        if self._fork is not None:
-            self._fork.__exit__(*exc)
 
 
 def _device(model: Any):
