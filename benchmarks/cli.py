@@ -32,6 +32,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                     "wrong answer: must score 0)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
     p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="independent replicates of the k samples, each with its own seeds; the "
+                        "report gives the spread over them (default 1)")
+    p.add_argument("--by", action="append", default=[], metavar="FIELD",
+                   help="break each part's accuracy down by this task field (repeatable; "
+                        "MATH-500 is always broken down by level and subject)")
     p.add_argument("--temperature", type=float,
                    help="default: 0 (greedy) for k = 1, 0.6 for k > 1 (pass@k)")
     p.add_argument("--top-p", type=float, help="default: 1 when greedy, else 0.95")
@@ -67,6 +73,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.set_defaults(func=compare_command)
     r = sub.add_parser("report", help="rebuild summary.json, report.md and plots of a run")
     r.add_argument("run")
+    r.add_argument("--by", action="append", default=[], metavar="FIELD",
+                   help="also break each part down by this task field")
     r.set_defaults(func=report_command)
     ls = sub.add_parser("list", help="the suites")
     ls.set_defaults(func=list_command)
@@ -118,7 +126,7 @@ def _run(names: list[str], args: argparse.Namespace) -> dict:
                model=args.model, api_key=args.api_key,
                env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
                episode_timeout_s=args.timeout, progress=not args.no_progress,
-               engine_args=engine_args)
+               engine_args=engine_args, seeds=args.seeds, by=args.by)
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -135,7 +143,7 @@ def compare_command(args: argparse.Namespace) -> int:
 def report_command(args: argparse.Namespace) -> int:
     from benchmarks.report import REPORT, write_outputs
 
-    write_outputs(args.run)
+    write_outputs(args.run, args.by)
     print(f"{args.run}/{REPORT}")
     return 0
 

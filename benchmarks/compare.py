@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import metrics as m
+from benchmarks.report import benchmark_label
 from benchmarks.scoring import by_item
 from benchmarks.store import RunStore
 from benchmarks.suites import suite_of_run
@@ -79,11 +80,6 @@ def _p(row: dict[str, Any]) -> str:
     return f"{row['p_value']:.4f} ± {row['mc_error']:.4f} (Monte Carlo)"
 
 
-def _label(key: Key | tuple[str, str]) -> str:
-    suite, part = key
-    return part if part == suite else f"{suite}/{part}"
-
-
 def format_result(result: dict[str, Any], run_a: str, run_b: str) -> str:
     """A Markdown report of ``compare``'s result: warnings first, then the table."""
     lines = [f"A = {run_a}", f"B = {run_b}", ""]
@@ -96,13 +92,13 @@ def format_result(result: dict[str, Any], run_a: str, run_b: str) -> str:
     lines += ["| benchmark | items | A (%) | B (%) | B − A | p (paired permutation) | |",
               "|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {_label((r['suite'], r['part']))} | {r['items']} | {100 * r['a']:.1f} | "
-                     f"{100 * r['b']:.1f} | {100 * r['diff']:+.1f} | {_p(r)} | "
+        lines.append(f"| {benchmark_label(r['suite'], r['part'])} | {r['items']} | "
+                     f"{100 * r['a']:.1f} | {100 * r['b']:.1f} | {100 * r['diff']:+.1f} | {_p(r)} | "
                      f"{'significant' if r['significant'] else 'n.s.'} |")
     if not result["rows"]:
         lines.append("| (no benchmark scored by both runs) | | | | | | |")
     for side, key in (("A", "only_a"), ("B", "only_b")):
         if result[key]:
             lines += ["", f"Scored only by {side} (not compared): "
-                      + ", ".join(_label(k) for k in result[key])]
+                      + ", ".join(benchmark_label(*k) for k in result[key])]
     return "\n".join(lines)

@@ -154,7 +154,8 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         model: str | None = None, api_key: str | None = None,
         env_kwargs: Mapping[str, Any] | None = None, concurrency: int = 32,
         episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
-        engine_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        engine_args: Mapping[str, Any] | None = None, seeds: int = 1,
+        by: Sequence[str] = ()) -> dict[str, Any]:
     """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
 
     Args:
@@ -173,6 +174,10 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
       protocol: the math protocol (``torl``, ``zerotir``, ``rite``) for math suites.
       limit: the first N items of each part (smoke runs); env_kwargs: extra env arguments.
       concurrency: episodes in flight; episode_timeout_s: wall-clock limit per episode.
+      seeds: independent replicates of the k samples per item, each with its own seeds; the
+        report gives the spread of avg@k, pass@k and maj@k over them.
+      by: task fields to break every part's accuracy down by (MATH-500: level and subject
+        always).
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -187,8 +192,12 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         raise ValueError("suites is empty: name at least one suite")
     chosen = [get_suite(n) for n in names]
     suite_kwargs = check_options(chosen, k, limit, protocol, use_tools, env_kwargs)
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(f"seeds must be a positive int (replicates of k samples), got {seeds!r}")
+    check_fields(chosen, by)
     check_policy(policy, model, engine_args)
-    temperature, top_p = sampling_defaults(k, temperature, top_p)
+    note = sampling_note(k * seeds, temperature, top_p)
+    temperature, top_p = sampling_defaults(k * seeds, temperature, top_p)
     # no cap of our own by default: the engine caps each turn at the env's info["max_new_tokens"]
     # (the protocol's budget), so every suite runs with its paper's length limits
     sampling = SamplingParams(max_tokens=max_tokens or _UNCAPPED, temperature=temperature,
@@ -200,7 +209,10 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
               "top_k": top_k, "seed": seed, "max_tokens": max_tokens, "use_tools": use_tools,
               "protocol": protocol, "limit": limit,
               "env_kwargs": {key: repr(v) for key, v in sorted((env_kwargs or {}).items())},
-              "concurrency": concurrency, "episode_timeout_s": episode_timeout_s}
+              "concurrency": concurrency, "episode_timeout_s": episode_timeout_s,
+              "sampling_note": note, "by": list(by)}
+    if seeds > 1:  # absent for one seed, so folders of earlier versions resume
+        config["seeds"] = seeds
     with RunLock(out):  # another process on this folder: refused before anything else
         check_settings(out, config)  # a changed setting: refused before any model loads
         policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key, protocol,
@@ -210,10 +222,10 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
             for suite, kwargs in zip(chosen, suite_kwargs):
                 if tok is not None:
                     kwargs.setdefault("tokenizer", tok)
-                _run_suite(store, suite, policy_obj, kwargs, sampling, k, seed, limit,
+                _run_suite(store, suite, policy_obj, kwargs, sampling, k * seeds, seed, limit,
                            concurrency, episode_timeout_s, progress)
         except KeyboardInterrupt as exc:
-            total = sum(len(s.items(limit)) for s in chosen) * k
+            total = sum(len(s.items(limit)) for s in chosen) * k * seeds
             done = sum(len(store.finished(s.name)) for s in chosen)
             raise RunInterrupted(Path(out), done, total) from exc
         finally:
@@ -225,13 +237,38 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
     return write_outputs(out)
 
 
-def sampling_defaults(k: int, temperature: float | None,
+def check_fields(chosen: Sequence[Suite], by: Sequence[str]) -> None:
+    """Every ``--by`` field must be a field some item of the run carries."""
+    from benchmarks.records import record_meta
+
+    if isinstance(by, str):
+        raise TypeError(f"by must be a list of task fields, got the string {by!r}")
+    known = {key for suite in chosen for part in suite.parts for key in
+             record_meta(part.tasks()[0].meta)}
+    unknown = [f for f in by if f not in known]
+    if unknown:
+        raise ValueError(f"no item of {', '.join(s.name for s in chosen)} has the field(s) "
+                         f"{unknown} to break results down by; fields: {', '.join(sorted(known))}")
+
+
+def sampling_note(samples: int, temperature: float | None, top_p: float | None) -> str:
+    """How the sampling settings were chosen, in words, for the report."""
+    if temperature is not None and top_p is not None:
+        return "as given"
+    if samples == 1 and temperature in (None, 0):
+        return "greedy: the default for one sample per item (pass@1-style evaluation)"
+    return ("the default for several samples per item (pass@k): temperature 0.6, top-p 0.95, "
+            "each sample seeded" if temperature is None else "top-p by default")
+
+
+def sampling_defaults(samples: int, temperature: float | None,
                       top_p: float | None) -> tuple[float, float]:
     """Temperature and top-p as the field evaluates when not given: greedy for a pass@1-style
-    run (k = 1: Qwen2.5-Math, ToRL), and for pass@k the sampling of DeepSeek-R1's evaluation
-    (temperature 0.6, top-p 0.95).  Given values are kept as they are."""
+    run (one sample per item: Qwen2.5-Math, ToRL), and for pass@k (several samples, k or
+    seeds) the sampling of DeepSeek-R1's evaluation (temperature 0.6, top-p 0.95), each
+    sample with its own seed.  Given values are kept as they are."""
     if temperature is None:
-        temperature = 0.0 if k == 1 else 0.6
+        temperature = 0.0 if samples == 1 else 0.6
     if top_p is None:
         top_p = 1.0 if temperature == 0 else 0.95
     return float(temperature), float(top_p)

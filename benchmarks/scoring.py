@@ -64,9 +64,11 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
     per_item = [m.mean(float(r["correct"]) for r in item) for item in items]
     out["avg_at_k"] = m.mean(per_item)
     out["avg_at_k_ci"] = list(m.bootstrap_ci(per_item))
-    out["pass_at_k"] = {str(j): v for j, v in
-                        m.pass_curve([sum(r["correct"] for r in item) for item in items],
-                                     k).items()}
+    counts = [sum(bool(r["correct"]) for r in item) for item in items]
+    out["pass_at_k"] = {str(j): v for j, v in m.pass_curve(counts, k).items()}
+    # the same bootstrap over items as avg@k's, for the pass@j the report shows
+    out["pass_at_k_ci"] = {str(j): list(m.bootstrap_ci([m.pass_at_k(k, c, j) for c in counts]))
+                           for j in range(1, k + 1) if shown_k(j, k)}
     same = same_answer(scoring, items[0][0])
     if same is not None:
         maj = [m.maj_at_k([r["answer"] if r["answered"] else None for r in item],
@@ -87,6 +89,60 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
     out["tools"] = tool_metrics(flat)
     out["cost"] = cost_metrics(flat)
     out["per_item"] = per_item
+    return out
+
+
+def shown_k(j: int, k: int) -> bool:
+    """The pass@j a report shows (and bootstraps): powers of two and k itself."""
+    return j == k or j & (j - 1) == 0
+
+
+def breakdown(records: Sequence[Record], k: int, field: str) -> dict[str, dict[str, Any]]:
+    """avg@k (with its interval) and pass@k by the value of the task field ``field`` (MATH-500's
+    ``level`` or ``subject``, ``--by FIELD``); items without the field are left out."""
+    groups: dict[Any, list[Record]] = defaultdict(list)
+    for r in records:
+        if field in r["meta"]:
+            groups[r["meta"][field]].append(r)
+    out = {}
+    for value in sorted(groups, key=lambda v: (not isinstance(v, (int, float)), v if isinstance(
+            v, (int, float)) else str(v))):
+        items = by_item(groups[value], k)
+        if not items:
+            continue
+        per_item = [m.mean(float(r["correct"]) for r in item) for item in items]
+        counts = [sum(bool(r["correct"]) for r in item) for item in items]
+        out[str(value)] = {"items": len(items), "avg_at_k": m.mean(per_item),
+                           "avg_at_k_ci": list(m.bootstrap_ci(per_item)),
+                           "pass_at_k": m.mean(m.pass_at_k(k, c, k) for c in counts)}
+    return out
+
+
+def replicate(records: Sequence[Record], k: int, index: int) -> list[Record]:
+    """The records of seed replicate ``index`` (samples ``index*k .. index*k + k-1``), with
+    their samples numbered from 0 as a single-seed run numbers them."""
+    lo = index * k
+    return [{**r, "sample": r["sample"] - lo} for r in records if lo <= r["sample"] < lo + k]
+
+
+def seed_spread(records: Sequence[Record], scoring: str, k: int, seeds: int) -> dict[str, Any]:
+    """avg@k, pass@k and maj@k of every seed replicate, with their mean, standard deviation
+    (n - 1) and range: how much a figure moves with the sampling seed alone."""
+    per_seed = [score(replicate(records, k, i), scoring, k) for i in range(seeds)]
+    complete = [s for s in per_seed if s.get("items")]
+    out: dict[str, Any] = {"seeds": seeds, "complete": len(complete)}
+    if not complete:
+        return out
+    series = {"avg_at_k": [s["avg_at_k"] for s in complete],
+              "pass_at_k": [s["pass_at_k"][str(k)] for s in complete]}
+    if all("maj_at_k" in s for s in complete):
+        series["maj_at_k"] = [s["maj_at_k"] for s in complete]
+    for name, values in series.items():
+        mu = m.mean(values)
+        sd = (sum((v - mu) ** 2 for v in values) / (len(values) - 1)) ** 0.5 \
+            if len(values) > 1 else 0.0
+        out[name] = {"mean": mu, "std": sd, "min": min(values), "max": max(values),
+                     "per_seed": values}
     return out
 
 

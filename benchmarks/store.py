@@ -19,7 +19,8 @@ from benchmarks.pins import pin_diff
 CONFIG = "run.json"
 SAMPLES = "samples.jsonl"
 #: settings that may differ between the sessions of one run (they do not change results)
-_FREE = ("suites", "concurrency", "progress", "episode_timeout_s", "policy_name")
+_FREE = ("suites", "concurrency", "progress", "episode_timeout_s", "policy_name",
+         "sampling_note", "by")
 
 
 class RunFolderError(RuntimeError):

@@ -42,7 +42,9 @@ class Part:
 
     ``file``: the path inside the ``tir_envs`` package; ``load``: returns its tasks in file
     order; ``count`` and ``sha256``: what the file must hold.  ``scoring`` and ``meta`` (the
-    AutoTIR ``domain``/``tool`` a task carries when the env does not set them) describe it.
+    AutoTIR ``domain``/``tool`` a task carries when the env does not set them) describe it;
+    ``breakdowns``: task fields the report breaks its accuracy down by (MATH-500's level and
+    subject).
     """
 
     name: str
@@ -52,6 +54,7 @@ class Part:
     load: Callable[[], Sequence[Task]]
     scoring: str
     meta: Mapping[str, Any] = field(default_factory=dict)
+    breakdowns: tuple[str, ...] = ()  # task fields the report always breaks results down by
 
     def path(self) -> Path:
         return Path(str(resources.files("tir_envs").joinpath(self.file)))
@@ -144,7 +147,8 @@ def _math(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
         from tir_envs.data.math import load_math_tasks
         return load_math_tasks(dataset)
     return Part(name, f"data/math/{file}", count, sha, load, "math",
-                {"domain": "math", "tool": "python"})
+                {"domain": "math", "tool": "python"},
+                ("level", "subject") if dataset == "math500" else ())
 
 
 def _qa(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
@@ -213,7 +217,8 @@ def _autotir(name: str, file: str, count: int, sha: str, scoring: str) -> Part:
     def load() -> list[Task]:
         from tir_envs.data.autotir import load_autotir_tasks
         return load_autotir_tasks(name)
-    return Part(name, file, count, sha, load, scoring)
+    return Part(name, file, count, sha, load, scoring,
+                breakdowns=("level", "subject") if name == "math500" else ())
 
 
 #: AutoTIR's ten-benchmark table (the R1-Searcher QA samples the paper evaluates on)
