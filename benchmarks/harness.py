@@ -1,4 +1,4 @@
-"""Run benchmark suites against a policy through the async rollout engine.
+"""Run benchmark suites against a policy: every sample is an ``EpisodeRunner`` episode.
 
 ``run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` evaluates ``k`` samples of every item,
 appends each finished sample to ``RUN_DIR/samples.jsonl`` and writes ``summary.json``,
@@ -8,15 +8,16 @@ seed=seed)`` would give it over the full set), however often the run was interru
 on the same folder skips every finished sample.
 
 Policies are the rollout engine's (``tir_envs.rollout``) or a spec string parsed exactly as
-``tir-envs rollout`` parses ``--policy`` (``hf:PATH``, ``vllm:PATH``, ``openai:URL``,
-``scripted:FILE``).  A policy may also define ``async generate_job(job, prompt_ids, stop,
-sampling)``: it is then told which item and sample it is generating for (the oracle and the
-adversaries of the tests use it).
+``tir-envs rollout`` parses ``--policy`` (``tir_envs.rollout.specs``: ``hf:PATH``,
+``vllm:PATH``, ``openai:URL``, ``scripted:FILE``; a bad one raises ``PolicySpecError``).  A
+policy may also define ``async generate_job(job, prompt_ids, stop, sampling)``: it is then told
+which item and sample it is generating for (the oracle and the adversaries of the tests use
+it).  Each sample's seed and job are explicit arguments of its episode (``EpisodeJob``).
 """
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,28 +44,18 @@ class Job:
 
 
 class _JobPolicy:
-    """The engine's view of the user's policy for one batch of jobs.
+    """The user's policy as one job's episode sees it: told the job when it asks
+    (``generate_job``)."""
 
-    The engine offsets ``sampling.seed`` by the episode's position in the batch; the batch is
-    handed seed 0, so that offset names the job, and the policy gets the job's own seed.
-    """
-
-    def __init__(self, policy: Any, jobs: Sequence[Job]):
-        self.policy, self.jobs = policy, jobs
+    def __init__(self, policy: Any, job: Job):
+        self.policy, self.job = policy, job
         self._by_job = getattr(policy, "generate_job", None)
 
     async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
                        sampling: SamplingParams) -> Generation:
-        job = self.jobs[sampling.seed]
-        params = dataclasses.replace(sampling, seed=job.seed)
         if self._by_job is not None:
-            return await self._by_job(job, prompt_ids, stop, params)
-        return await self.policy.generate(prompt_ids, stop, params)
-
-    async def aclose(self) -> None:
-        closer = getattr(self.policy, "aclose", None)
-        if closer is not None:
-            await closer()
+            return await self._by_job(self.job, prompt_ids, stop, sampling)
+        return await self.policy.generate(prompt_ids, stop, sampling)
 
 
 _UNCAPPED = 1 << 30
@@ -83,18 +74,18 @@ def resolve_policy(policy: Any, tokenizer: Any = None, model: str | None = None,
                    api_key: str | None = None, protocol: str | None = None,
                    engine_args: Mapping[str, Any] | None = None) -> tuple[Any, Any, str, bool]:
     """``(policy, tokenizer, name, built)``: ``oracle``/``wrong`` are the item-scripted policies
-    (``benchmarks.oracle``); another spec string goes through ``tir-envs rollout``'s own parser;
-    a policy object is used as it is, with ``tokenizer`` (default: bundled Qwen2.5)."""
+    (``benchmarks.oracle``); another spec string goes through the policy spec parser
+    (``PolicySpecError`` if it names no usable policy); a policy object is used as it is, with
+    ``tokenizer`` (default: bundled Qwen2.5)."""
     if policy in BUILTIN_POLICIES:
         from benchmarks.oracle import adversary, oracle
         built = oracle(protocol, tokenizer) if policy == "oracle" else \
             adversary("wrong", protocol, tokenizer)
         return built, tokenizer, policy, True
     if isinstance(policy, str):
-        from tir_envs.rollout.cli import build_policy
-        args = argparse.Namespace(tokenizer=tokenizer, model=model, api_key=api_key,
+        from tir_envs.rollout.specs import build_policy
+        built, tok = build_policy(policy, tokenizer=tokenizer, model=model, api_key=api_key,
                                   engine_args=dict(engine_args or {}))
-        built, tok = build_policy(policy, args)
         return built, tok, policy, True
     check_policy(policy)
     return policy, tokenizer, type(policy).__name__, False
@@ -108,8 +99,8 @@ def check_policy(policy: Any, model: str | None = None,
             raise ValueError(f"engine arguments apply only to vllm:PATH, not {policy!r}")
         return
     if isinstance(policy, str):
-        from tir_envs.rollout.cli import check_policy_spec
-        check_policy_spec(policy, argparse.Namespace(model=model, engine_args=engine_args))
+        from tir_envs.rollout.specs import check_spec
+        check_spec(policy, model=model, engine_args=dict(engine_args or {}))
         return
     if not any(callable(getattr(policy, m, None)) for m in ("generate", "generate_job")):
         raise TypeError("policy must be a spec string (hf:PATH, vllm:PATH, openai:URL, "
@@ -300,8 +291,6 @@ def plan(suite: Suite, k: int, seed: int | None, limit: int | None,
 def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str, Any],
                sampling: SamplingParams, k: int, seed: int | None, limit: int | None,
                concurrency: int, episode_timeout_s: float | None, progress: bool) -> None:
-    from tir_envs.rollout.engine import collect
-
     jobs, done = plan(suite, k, seed, limit, store.finished(suite.name))
     if not jobs:
         return
@@ -311,22 +300,20 @@ def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str,
                    enabled=progress)
     sink = store.open_for_append()
     failures: list[str] = []
+    by_key = {(j.item, j.sample): j for j in jobs}
 
     def on_trajectory(traj) -> None:
-        job = jobs[traj.metadata["group"]]
+        job = by_key[traj.metadata["item"], traj.metadata["sample"]]
         record = sample_record(suite.name, job.part.name, job.item, job.sample, job.seed,
                                job.task, traj)
         store.add(sink, record)
         bar.update(record)
         if record["infra_failed"]:
-            failures.append(traj.metadata.get("failure", {}).get("message", traj.stop_reason))
+            failures.append(traj.failure.message if traj.failure else traj.stop_reason)
 
     try:
-        collect(suite.env_id, _JobPolicy(policy, jobs), [j.task for j in jobs],
-                samples_per_task=1, max_concurrency=concurrency,
-                sampling=dataclasses.replace(sampling, seed=0),
-                episode_timeout_s=episode_timeout_s, progress=False, env_kwargs=env_kwargs,
-                on_trajectory=on_trajectory)
+        asyncio.run(_episodes(suite, policy, jobs, env_kwargs, sampling, concurrency,
+                              episode_timeout_s, on_trajectory))
     finally:
         sink.close()
         bar.close()
@@ -334,6 +321,29 @@ def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str,
         raise BenchmarkFailed(f"all {len(jobs)} samples of suite {suite.name!r} failed "
                               f"(first: {failures[0]}); fix the policy or env and rerun the "
                               "same command: failed samples are retried")
+
+
+async def _episodes(suite: Suite, policy: Any, jobs: Sequence[Job], env_kwargs: dict[str, Any],
+                    sampling: SamplingParams, concurrency: int,
+                    episode_timeout_s: float | None, on_trajectory) -> None:
+    """Every job as one runner episode: its task, its own seed, the policy told its job."""
+    from tir_envs.rollout.engine import EpisodeJob, arun
+    from tir_envs.rollout.runner import EpisodeRunner, check_vocab
+
+    runner = EpisodeRunner(suite.env_id, env_kwargs=env_kwargs,
+                           episode_timeout_s=episode_timeout_s)
+    episodes = [EpisodeJob({"task": j.task}, sampling=dataclasses.replace(sampling, seed=j.seed),
+                           tags={"item": j.item, "sample": j.sample}, policy=_JobPolicy(policy, j))
+                for j in jobs]
+    try:
+        check_vocab(policy, runner.first_env)
+        await arun(runner, None, episodes, max_concurrency=concurrency,
+                   progress=False, on_trajectory=on_trajectory, name=suite.name)
+    finally:
+        await runner.aclose()
+        closer = getattr(policy, "aclose", None)  # what it bound to this loop (HTTP sessions)
+        if closer is not None:
+            await closer()
 
 
 class BenchmarkFailed(RuntimeError):

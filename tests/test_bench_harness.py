@@ -11,6 +11,7 @@ from benchmarks.oracle import ItemScriptedPolicy, oracle
 from benchmarks.store import RunFolderError, RunStore
 from benchmarks.suites import SUITES, SuiteDataError
 from tir_envs.cli import main
+from tir_envs.rollout.specs import PolicySpecError
 
 
 class Recording:
@@ -135,7 +136,7 @@ def test_bad_arguments_are_explained(tmp_path):
         run("spider", oracle(), out=tmp_path, protocol="rite", progress=False)
     with pytest.raises(TypeError, match="spec string"):
         run("aime24", object(), out=tmp_path)
-    with pytest.raises(SystemExit, match="unknown kind 'magic'"):
+    with pytest.raises(PolicySpecError, match="unknown kind 'magic'"):
         run("aime24", "magic:thing", out=tmp_path)
 
 

@@ -271,8 +271,7 @@ class SlowEchoEnv(AnswerEnv):
     def is_final(self, action_text, calls):
         return False
 
-    def _begin_turn(self, ids, logprobs, text_in):
-        super()._begin_turn(ids, logprobs, text_in)
+    def _calls_to_run(self, turn, calls, final, cut):
         from tir_envs.formats import ToolCall
         return [ToolCall("python", {"code": "x"})]
 

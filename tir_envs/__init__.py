@@ -5,11 +5,13 @@ Importing the package registers the ``tir/*`` env ids with Gymnasium.
 
 from tir_envs.data.task import Task
 from tir_envs.env import TIREnv
+from tir_envs.limits import GenerationLimits
 from tir_envs.registry import ENV_SPECS, make, register_all
-from tir_envs.trajectory import Trajectory, Turn, read_jsonl, to_padded, write_jsonl
+from tir_envs.trajectory import (EpisodeFailure, Trajectory, Turn, read_jsonl, to_padded,
+                                 write_jsonl)
 
 register_all()
 
 __version__ = "0.1.0"
-__all__ = ["TIREnv", "Task", "Trajectory", "Turn", "make", "ENV_SPECS", "read_jsonl",
-           "write_jsonl", "to_padded"]
+__all__ = ["TIREnv", "Task", "Trajectory", "Turn", "GenerationLimits", "EpisodeFailure", "make",
+           "ENV_SPECS", "read_jsonl", "write_jsonl", "to_padded"]

@@ -5,19 +5,26 @@ prompt; each ``step`` takes the ids the policy generated for one turn, appends t
 mask 1, decodes them only to find tool calls, runs the calls, and appends the observation
 (encoded on its own) with loss mask 0.
 
+The env is async-first: ``areset``/``astep``/``aclose`` are the implementation, and Gymnasium's
+``reset``/``step``/``close`` are final shims that run them (``tir_envs.sync_bridge``), so every
+caller (a Gymnasium loop, the ``EpisodeRunner``, a trainer adapter) runs the same code.
+Subclasses customise through hooks (``on_reset``, ``outcome``, ``on_close``, ...), never by
+overriding one of the twins.
+
 What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); what differs
 between envs is wiring (which protocol, tools and reward).  This class owns the rest, once: the
 ledger, budgets, tool sessions, chat glue around observations, the outcome computed off the
-event loop (``aoutcome``), and the ``info`` a generator needs (``stop_sequences``,
-``max_new_tokens``) at ``reset`` and every ``step``.
+event loop (``aoutcome``), and the ``GenerationLimits`` a generator needs (``info["limits"]``,
+mirrored into ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every
+``step``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import threading
+import copy
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
@@ -27,14 +34,19 @@ from gymnasium import spaces
 from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.data.task import Task, resolve_tasks
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
+from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
 from tir_envs.rewards.base import RewardResult
+from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.tokenizer import load_tokenizer
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn
+from tir_envs.validation import check_positive_int
 
 EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
 RESET_OPTIONS = ("task", "index")
+#: the methods a subclass must not override (the hooks are the way to customise)
+FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
 
 
 def _turn_status(results: Sequence[ToolResult]) -> str:
@@ -46,6 +58,16 @@ def _turn_status(results: Sequence[ToolResult]) -> str:
     if statuses - {ToolStatus.OK}:
         return "tool_error"
     return "ok"
+
+
+@dataclass
+class _Action:
+    """One recorded action, as the rest of its step needs it."""
+
+    turn: Turn
+    calls: list[ToolCall]  # the calls to execute (after budgets)
+    final: bool            # the protocol says the action ends the episode
+    cut: int               # tokens dropped to fit max_total_tokens
 
 
 class TIREnv(gym.Env):
@@ -68,6 +90,11 @@ class TIREnv(gym.Env):
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.
+
+    Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
+    reset, whoever calls it), ``build_prompt``, ``is_final``, ``outcome``/``aoutcome``,
+    ``turn_reward``, ``extra_reward``, ``episode_info``, ``on_close`` (release what the env
+    owns).  ``reset``/``step``/``close`` and their async twins are final.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -106,10 +133,9 @@ class TIREnv(gym.Env):
         self.max_obs_tokens = b.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
         self.max_total_tokens = b.max_total_tokens if max_total_tokens is None \
             else max_total_tokens
-        _check_positive(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
-                        max_total_tokens=self.max_total_tokens)
-        if max_calls_per_turn is not None:
-            _check_positive(max_calls_per_turn=max_calls_per_turn)
+        check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
+                           max_total_tokens=self.max_total_tokens)
+        check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
         self.max_calls_per_turn = max_calls_per_turn
         if not isinstance(use_tools, bool):
@@ -126,11 +152,21 @@ class TIREnv(gym.Env):
         self.observation_space = spaces.Dict(
             {"tokens": spaces.Sequence(spaces.Discrete(vocab), stack=True)})
         self._marker_ids = self.codec.encode("\n...[truncated]...\n")
+        # the running episode (every attribute is set here first: see _Action for one step's)
         self._sessions: dict[str, Any] = {}
         self.task: Task | None = None
         self.trajectory: Trajectory | None = None
         self.state: EpisodeState | None = None
         self._done = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        overridden = sorted(name for name in FINAL if name in vars(cls))
+        if overridden:
+            raise TypeError(f"{cls.__name__} overrides {overridden}: reset/step/close and their "
+                            "async twins are final, so every caller runs the same code; "
+                            "customise through the hooks instead (on_reset(task), outcome, "
+                            "is_final, on_close, ...; see TIREnv's docstring)")
 
     @staticmethod
     def _protocol(protocol: Protocol | None, tool_format, system_prompt, chat) -> Protocol:
@@ -142,7 +178,8 @@ class TIREnv(gym.Env):
         if tool_format is not None or system_prompt is not None:
             raise ValueError("pass either protocol=... or tool_format/system_prompt, not both: "
                              "the protocol owns its format and prompt")
-        if chat is not None:
+        if chat is not None and chat != protocol.chat:
+            protocol = copy.copy(protocol)  # the caller's protocol object is never changed
             protocol.chat = chat
         return protocol
 
@@ -158,6 +195,14 @@ class TIREnv(gym.Env):
                                     f"JSONL/Parquet path ({type(self).__name__} ships no "
                                     "named datasets)")
         return read_records(source)
+
+    def on_reset(self, task: Task) -> None:
+        """Check or prepare the task an episode is about to run, before its prompt is rendered
+        (raise to refuse it).  Runs on every reset, sync or async, whoever the caller."""
+
+    def on_close(self) -> None:
+        """Release what the env owns (tools it built, pools), after the open sessions are
+        closed.  Runs on ``close``/``aclose``."""
 
     def build_prompt(self, task: Task) -> str:
         """The prompt text: the protocol's messages through the chat template, or its raw
@@ -176,7 +221,11 @@ class TIREnv(gym.Env):
 
     async def aoutcome(self, task: Task, trajectory: Trajectory,
                        actions: list[str]) -> RewardResult:
-        """``outcome`` off the event loop: slow grading never stalls the other episodes."""
+        """``outcome`` off the event loop: slow grading never stalls the other episodes.  From
+        sync code (``step``, no loop) it runs inline: no other episode waits on this thread.
+        An override that awaits I/O starts with ``await needs_loop()`` (``sync_bridge``)."""
+        if not in_loop():
+            return self.outcome(task, trajectory, actions)
         return await asyncio.to_thread(self.outcome, task, trajectory, actions)
 
     def turn_reward(self, turn: Turn, results: list[ToolResult]) -> RewardResult | None:
@@ -219,32 +268,31 @@ class TIREnv(gym.Env):
 
     # ------------------------------------------------------------------ reset
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        self._close_now()
-        return self._start(options)
+        """Gymnasium's ``reset``: runs ``areset`` (final; customise with ``on_reset``)."""
+        return run_sync(self.areset(seed=seed, options=options))
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Async twin of ``reset``; closes the previous episode's sessions on this loop."""
+        """Start an episode: close the previous one's sessions, pick the task (seeded, or
+        ``options["task"]``/``options["index"]``), run ``on_reset``, render the prompt."""
         super().reset(seed=seed)
-        await self._close_sessions()
-        return self._start(options)
-
-    def _start(self, options: dict[str, Any] | None):
-        self.task = self._pick_task(options or {})
-        prompt_ids = self.codec.encode(self.build_prompt(self.task))
+        await self.aend_episode()
+        self._done = True  # until this reset succeeds, no episode is running
+        task = self._pick_task(options or {})
+        self.on_reset(task)
+        prompt_ids = self.codec.encode(self.build_prompt(task))
         if len(prompt_ids) >= self.max_total_tokens:
-            raise ValueError(f"the prompt of task {self.task.id!r} is {len(prompt_ids)} tokens, "
+            raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
                              f"but max_total_tokens={self.max_total_tokens} leaves no room to "
                              "answer; raise max_total_tokens")
-        self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=self.task.id,
-                                     env_id=self.env_id)
+        self.task = task
+        self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
         self.state = EpisodeState(
-            task=self.task, codec=self.codec, max_turns=self.max_turns,
+            task=task, codec=self.codec, max_turns=self.max_turns,
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
             obs_token_budget=self.max_obs_tokens, frame=self._frame)
         self._done = False
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
-        return obs, {**self.episode_info(), **self._generation_info()}
+        return obs, {**self.episode_info(), **self.limits.info()}
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
         if not isinstance(options, dict):
@@ -265,28 +313,28 @@ class TIREnv(gym.Env):
             return self.tasks[int(i)]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
-    def _generation_info(self) -> dict[str, Any]:
-        return {"stop_sequences": self.stop_sequences, "max_new_tokens": self._tokens_left()}
+    @property
+    def limits(self) -> GenerationLimits:
+        """What the next generation must obey (also ``info["limits"]``, mirrored into
+        ``info["stop_sequences"]``/``info["max_new_tokens"]``)."""
+        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left())
 
     # ------------------------------------------------------------------ step
     def step(self, action: Any):
-        calls = self._begin_turn(*self._coerce_action(action))
-        results = self._run(self._execute(calls)) if calls else []
-        out = self._finish_turn(calls, results)
-        if self._ending:
-            if self._sessions:
-                self._run(self._close_sessions())
-            out = self._end(out, self.outcome(self.task, self.trajectory, self.actions))
-        return out
+        """Gymnasium's ``step``: runs ``astep`` (final)."""
+        return run_sync(self.astep(action))
 
     async def astep(self, action: Any):
-        """Async twin of ``step``: tool calls run on the caller's event loop, the outcome on a
-        worker thread."""
-        calls = self._begin_turn(*self._coerce_action(action))
-        results = await self._execute(calls) if calls else []
-        out = self._finish_turn(calls, results)
-        if self._ending:
-            await self._close_sessions()
+        """One turn: record the action, run its calls (on the caller's event loop), append
+        the observation; at the end of the episode, the outcome (on a worker thread)."""
+        act = self._begin_turn(*self._coerce_action(action))
+        results = []
+        if act.calls:
+            await needs_loop()
+            results = await self._execute(act.calls)
+        out = self._finish_turn(act, results)
+        if self._done:
+            await self.aend_episode()
             out = self._end(out, await self.aoutcome(self.task, self.trajectory, self.actions))
         return out
 
@@ -318,11 +366,11 @@ class TIREnv(gym.Env):
         return arr.tolist(), logprobs, None
 
     def _begin_turn(self, ids: list[int], logprobs: list[float] | None,
-                    text_in: str | None) -> list[ToolCall]:
-        """Record the action, decide which calls run; return those to execute."""
+                    text_in: str | None) -> _Action:
+        """Record the action and decide which of its calls run."""
         traj, state = self.trajectory, self.state
         room = self._tokens_left()
-        cut = self._cut = max(0, len(ids) - room)
+        cut = max(0, len(ids) - room)
         if cut:  # the ledger never exceeds max_total_tokens
             ids = ids[:room]
             logprobs = logprobs[:room] if logprobs is not None else None
@@ -340,16 +388,21 @@ class TIREnv(gym.Env):
             turn.notes.append(f"action cut to the {room} tokens left in the budget: "
                               f"{cut} tokens dropped")
         calls = self.protocol.parse(text, state) if self.use_tools else []
-        self._final = self.is_final(text, calls)
+        final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
-        if self._final or not calls:
+        return _Action(turn, self._calls_to_run(turn, calls, final, cut), final, cut)
+
+    def _calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
+                      cut: int) -> list[ToolCall]:
+        """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
+        if final or not calls:
             turn.status = "no_call"
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
             return []
-        if len(traj.turns) >= self.max_turns:
+        if len(self.trajectory.turns) >= self.max_turns:
             turn.notes.append("max_turns reached: calls not executed")
             return []
         limit = self.max_calls_per_turn
@@ -390,11 +443,10 @@ class TIREnv(gym.Env):
             result.latency_s = time.perf_counter() - start
         return result, {"executed": True}
 
-    def _finish_turn(self, calls: list[ToolCall],
-                     outcomes: list[tuple[ToolResult, dict[str, Any]]]):
+    def _finish_turn(self, act: _Action, outcomes: list[tuple[ToolResult, dict[str, Any]]]):
         """Append the observation and apply budgets; the outcome, if the episode ends, is
         added by ``_end``."""
-        traj, turn = self.trajectory, self.trajectory.turns[-1]
+        traj, turn, calls = self.trajectory, act.turn, act.calls
         results = [r for r, _ in outcomes]
         turn.tool_calls = [c.to_dict() for c in calls]
         turn.tool_results = [_record(c, r, flags) for c, (r, flags) in zip(calls, outcomes)]
@@ -406,21 +458,20 @@ class TIREnv(gym.Env):
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = self._final and not self._cut
+        terminated = act.final and not act.cut
         truncated = False
         if terminated:
-            traj.stop_reason = "answered"
-        elif self._cut:
+            traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
+        elif act.cut:
             truncated, traj.stop_reason = True, "max_tokens"
         elif len(traj.turns) >= self.max_turns:
             truncated, traj.stop_reason = True, "max_turns"
         elif self._tokens_left() <= 0:
             truncated, traj.stop_reason = True, "max_tokens"
-        self._ending = terminated or truncated
-        if self._ending:
+        if terminated or truncated:
             traj.terminated, traj.truncated = terminated, truncated
             self._done = self.state.done = True
-        info: dict[str, Any] = {"turn": turn, **self._generation_info()}
+        info: dict[str, Any] = {"turn": turn, **self.limits.info()}
         obs = {"tokens": np.asarray(obs_ids, dtype=np.int64)}
         return obs, reward, terminated, truncated, info
 
@@ -434,6 +485,8 @@ class TIREnv(gym.Env):
         traj.metadata.update(meta)
         traj.correct, traj.answered = result.correct, result.answered
         traj.answer = result.answer if result.answer is not None else self.answer()
+        if traj.terminated and traj.answered is False:
+            traj.stop_reason = "no_answer"  # the episode ended, but with no answer to grade
         traj.credit(value)
         traj.reward = float(sum(traj.token_rewards))
         info["trajectory"] = traj
@@ -491,8 +544,12 @@ class TIREnv(gym.Env):
         return self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids) if t else 0
 
     # ------------------------------------------------------------------ sessions
-    async def _close_sessions(self) -> None:
-        """Close every open tool session; never raises (cleanup must always finish)."""
+    async def aend_episode(self) -> None:
+        """Close the running episode's tool sessions (one cut short by a wrapper, a deadline
+        or a cancellation); the env stays usable.  Never raises: cleanup must always finish."""
+        if not self._sessions:
+            return
+        await needs_loop()
         sessions, self._sessions = self._sessions, {}
         for name, session in sessions.items():
             try:
@@ -500,26 +557,15 @@ class TIREnv(gym.Env):
             except Exception:  # noqa: BLE001 - a failing close must not stop the others
                 pass
 
-    def _close_now(self) -> None:
-        if self._sessions:
-            self._run(self._close_sessions())
-
-    def _run(self, coro):
-        """Run a coroutine from sync code: on this thread's private loop, or on a helper
-        thread when the caller is already inside a running loop (e.g. a notebook)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return _thread_loop().run_until_complete(coro)
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, coro).result()
-
     def close(self) -> None:
-        self._close_now()
-        super().close()
+        """Gymnasium's ``close``: runs ``aclose`` (final; customise with ``on_close``)."""
+        run_sync(self.aclose())
 
     async def aclose(self) -> None:
-        await self._close_sessions()
+        """End the running episode's sessions, then release what the env owns (``on_close``)."""
+        await self.aend_episode()
+        self.on_close()
+        super().close()
 
     # ------------------------------------------------------------------ misc
     def render(self) -> str | None:
@@ -554,21 +600,3 @@ def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[s
     return {**result.metadata, "tool": call.name, "status": result.status.value,
             "latency_s": result.latency_s, "chars": len(result.text),
             "executed": bool(flags.pop("executed", False)), **flags}
-
-
-_LOCAL = threading.local()
-
-
-def _thread_loop() -> asyncio.AbstractEventLoop:
-    """One event loop per thread for sync ``step`` calls, shared by every env on it, so
-    creating many envs does not create (and leak) many loops."""
-    loop = getattr(_LOCAL, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = _LOCAL.loop = asyncio.new_event_loop()
-    return loop
-
-
-def _check_positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")

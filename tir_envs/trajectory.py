@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -56,6 +56,32 @@ class Turn:
         return cls(**d)
 
 
+#: why an episode could not run to its end: the policy failed to generate, the env or a tool
+#: raised (infrastructure), or the episode ran past its deadline
+FailureKind = Literal["policy_error", "infra", "timeout"]
+#: the ``stop_reason`` a failed episode gets, named for what happened
+FAILURE_STOP_REASONS = {"policy_error": "policy_error", "infra": "error", "timeout": "timeout"}
+
+
+@dataclass(frozen=True)
+class EpisodeFailure:
+    """The one record of an episode that did not run to its end (``Trajectory.failure``).
+
+    Its ledger is kept as far as it got and flagged ``infra_failed`` so a trainer can drop it:
+    the failure is not the model's, and its reward is not silently 0."""
+
+    kind: FailureKind
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_STOP_REASONS:
+            raise ValueError(f"EpisodeFailure.kind must be one of {sorted(FAILURE_STOP_REASONS)}, "
+                             f"got {self.kind!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
 def _without_latency(d: dict[str, Any]) -> dict[str, Any]:
     results = [{k: v for k, v in r.items() if k != "latency_s"} for r in d["tool_results"]]
     return {**d, "tool_results": results}
@@ -77,14 +103,15 @@ class Trajectory:
     reward_components: dict[str, float] = field(default_factory=dict)
     terminated: bool = False
     truncated: bool = False
-    stop_reason: str = ""  # answered | no_call | max_turns | max_tokens | error ...
+    stop_reason: str = ""  # see docs/concepts.md: answered | no_answer | max_turns | ...
     retokenized: bool = False  # some action arrived as text and had to be encoded
-    drift: int = 0  # ids that differ from a fresh encode of the whole text (see tokens.py)
+    drift: int = 0  # ids that differ from a fresh encode of the whole text (codec.drift)
     has_logprobs: bool = True
     infra_failed: bool = False
     correct: bool | None = None   # the reward's verdict (None: no gold to judge against)
     answered: bool | None = None  # the policy gave a well-formed final answer
     answer: str | None = None     # that answer, as the reward extracted it
+    failure: EpisodeFailure | None = None  # set when the episode could not run to its end
     metadata: dict[str, Any] = field(default_factory=dict)
 
     # -- building -------------------------------------------------------------------
@@ -106,6 +133,15 @@ class Trajectory:
                                  "logprob per generated token")
             self.logprobs.extend(float(x) for x in logprobs)
         return start, start + n
+
+    def fail(self, failure: EpisodeFailure) -> None:
+        """Record why the episode stopped early: flagged for a trainer to drop, cut short, the
+        failure also in ``metadata["failure"]`` (its JSON form, for readers of the JSONL)."""
+        self.failure = failure
+        self.infra_failed = True
+        self.truncated = True
+        self.stop_reason = FAILURE_STOP_REASONS[failure.kind]
+        self.metadata["failure"] = failure.to_dict()
 
     def credit(self, reward: float) -> None:
         """Add ``reward`` at the last policy token (where per-turn and outcome rewards land)."""
@@ -168,12 +204,15 @@ class Trajectory:
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "turns"}
         d["turns"] = [t.to_dict() for t in self.turns]
+        d["failure"] = None if self.failure is None else self.failure.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Trajectory":
         d = dict(d)
         turns = [Turn.from_dict(t) for t in d.pop("turns", [])]
+        if isinstance(d.get("failure"), dict):
+            d["failure"] = EpisodeFailure(**d["failure"])
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:

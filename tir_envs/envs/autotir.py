@@ -76,13 +76,10 @@ class AutoTIREnv(TIREnv):
     def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
         return self.reward(task, trajectory, actions)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        out = super().reset(seed=seed, options=options)
-        _check_domains([self.task])
-        return out
+    def on_reset(self, task: Task) -> None:
+        _check_domains([task])  # a task given at reset, too: every caller runs this
 
-    def close(self) -> None:
-        super().close()
+    def on_close(self) -> None:
         for tool in self.tools.values():
             tool.close()
 

@@ -108,8 +108,7 @@ class MathCodeEnv(TIREnv):
         result.answered, result.answer = answer is not None, answer
         return result
 
-    def close(self) -> None:
-        super().close()
+    def on_close(self) -> None:
         if self._owns_tool:
             for tool in self.tools.values():
                 tool.close()

@@ -104,62 +104,16 @@ def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
     return out
 
 
-def check_policy_spec(spec: str, args: argparse.Namespace) -> tuple[str, str]:
-    """``(kind, target)`` of a ``kind:target`` spec, after every check that needs no loading
-    (a missing folder or file, a missing --model), so a bad spec fails before work starts."""
-    kind, sep, target = spec.partition(":")
-    if not sep or not target:
-        raise SystemExit(f"--policy {spec!r}: expected KIND:TARGET with KIND one of hf, vllm, "
-                         "openai, scripted (e.g. hf:/models/qwen, openai:http://127.0.0.1:8000/v1)")
-    if kind not in ("hf", "vllm", "openai", "scripted"):
-        raise SystemExit(f"--policy {spec!r}: unknown kind {kind!r}; use hf, vllm, openai or "
-                         "scripted")
-    if kind in ("hf", "vllm") and not Path(target).is_dir():
-        raise SystemExit(f"--policy {spec!r}: {target!r} is not a local model folder")
-    engine_args = dict(getattr(args, "engine_args", None) or {})
-    if engine_args and kind != "vllm":
-        raise SystemExit(f"--policy {spec!r}: engine arguments ({', '.join(sorted(engine_args))})"
-                         " apply only to vllm:PATH")
-    if kind == "openai" and not args.model:
-        raise SystemExit("--policy openai:URL needs --model (the served model name)")
-    if kind == "scripted":
-        _scripted_actions(target)
-    return kind, target
+def build_policy(args: argparse.Namespace):
+    """``(policy, tokenizer)`` from ``--policy`` and its flags (``tir_envs.rollout.specs``)."""
+    from tir_envs.rollout.specs import PolicySpecError
+    from tir_envs.rollout.specs import build_policy as from_spec
 
-
-def build_policy(spec: str, args: argparse.Namespace):
-    """``(policy, tokenizer)`` from a ``kind:target`` spec (see the module docstring)."""
-    from tir_envs.tokenizer import load_tokenizer
-
-    kind, target = check_policy_spec(spec, args)
-    engine_args = dict(getattr(args, "engine_args", None) or {})
-    tokenizer = load_tokenizer(args.tokenizer or (target if kind in ("hf", "vllm") else None))
-    if kind == "hf":
-        from tir_envs.rollout.hf import HFPolicy
-        return HFPolicy(target, tokenizer), tokenizer
-    if kind == "vllm":
-        from tir_envs.rollout.vllm_backend import VLLMPolicy
-        return VLLMPolicy(target, tokenizer, **engine_args), tokenizer
-    if kind == "openai":
-        from tir_envs.rollout.openai_compat import OpenAIPolicy
-        return OpenAIPolicy(target, args.model, tokenizer, api_key=args.api_key), tokenizer
-    if kind == "scripted":
-        from tir_envs.rollout.scripted import ScriptedPolicy
-        return ScriptedPolicy(_scripted_actions(target), tokenizer), tokenizer
-    raise AssertionError(kind)
-
-
-def _scripted_actions(path: str) -> list[str]:
     try:
-        actions = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SystemExit(f"--policy scripted:{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"--policy scripted:{path}: not JSON ({exc.msg}, line {exc.lineno})") \
-            from None
-    if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
-        raise SystemExit(f"--policy scripted:{path}: expected a JSON list of action strings")
-    return actions
+        return from_spec(args.policy, tokenizer=args.tokenizer, model=args.model,
+                         api_key=args.api_key)
+    except PolicySpecError as exc:
+        raise SystemExit(f"--policy {exc.spec!r}: {exc.problem}") from None
 
 
 def load_tasks(args: argparse.Namespace):
@@ -179,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_env_and_out(args)
     env_kwargs = parse_env_args(args.env_arg)
-    policy, tokenizer = build_policy(args.policy, args)
+    policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
@@ -207,8 +161,8 @@ def run(args: argparse.Namespace) -> int:
 
 def failure_line(traj: Any) -> str:
     """What went wrong in a flagged episode, in one line."""
-    failure = traj.metadata.get("failure")
-    if failure:
-        return " ".join(f"{failure['kind']}: {failure['message']}".split())[:300]
+    failure = traj.failure
+    if failure is not None:
+        return " ".join(f"{failure.kind}: {failure.message}".split())[:300]
     bad = next((t for t in traj.turns if t.status == "infra_error"), None)
     return f"a tool failed (infra_error) at turn {bad.index}" if bad else "flagged infra_failed"

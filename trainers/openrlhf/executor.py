@@ -1,8 +1,10 @@
 """OpenRLHF's own multi-turn agent executor, driving a ``tir/*`` env token for token.
 
 ``TIRAgentExecutor`` is OpenRLHF's ``MultiTurnAgentExecutor`` with the env as the agent
-instance.  The loop is OpenRLHF's, unchanged; the adapter only wraps the two objects the loop
-talks to, for one episode at a time:
+instance.  The loop is OpenRLHF's, unchanged: it generates and calls back, so each sample is an
+``EpisodeRunner`` episode driven a phase at a time (``EpisodeRunner.open``, ``Episode.step``;
+the runner's env pool, failure record and reset hooks), and the adapter only wraps the two
+objects the loop talks to, for one episode at a time:
 
 * the **engine**: before each generation it sets the env's current stop strings (read from the
   env's ``info``, they change mid-episode for ZeroTIR; kept in the output) and caps
@@ -31,6 +33,10 @@ from typing import Any, Callable
 import numpy as np
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from tir_envs.rollout.policy import Generation
+from tir_envs.rollout.runner import Episode as RunnerEpisode
+from tir_envs.rollout.runner import EpisodeRunner
+
 from trainers.openrlhf.config import EnvConfig
 from trainers.openrlhf.dataset import index_tasks, task_from_label
 from trainers.openrlhf.logs import episode_logs
@@ -47,36 +53,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         log.warning(message)
-
-
-class EnvPool:
-    """Envs reused across episodes (sandboxes, indexes and databases stay warm), made on
-    demand with the policy's tokenizer, one per concurrent episode."""
-
-    def __init__(self, make_env: Callable[[Any], Any]):
-        self.make_env = make_env
-        self.free: list[Any] = []
-        self._tasks: dict | None = None
-
-    def acquire(self, tokenizer: Any) -> Any:
-        if self.free:
-            return self.free.pop()
-        env = self.make_env(tokenizer)
-        _check_same_tokenizer(env.unwrapped, tokenizer)
-        return env
-
-    async def release(self, env: Any, finished: bool) -> None:
-        if not finished:  # an episode cut short still holds tool sessions
-            try:
-                await env.unwrapped.aclose()
-            except Exception as exc:  # noqa: BLE001 - a failed close must not lose the result
-                _warn_once("close", f"closing an unfinished episode's tool sessions failed: {exc}")
-        self.free.append(env)
-
-    def task(self, label: Any, env: Any):
-        if self._tasks is None:
-            self._tasks = index_tasks(env.unwrapped.tasks)
-        return task_from_label(label, self._tasks)
 
 
 def _check_same_tokenizer(core: Any, tokenizer: Any) -> None:
@@ -138,30 +114,27 @@ class _StopEngine:
 
 
 class Episode:
-    """One OpenRLHF sample: an env leased from the pool, reset on the label's task, stepped
-    with the ids the engine produced."""
+    """One OpenRLHF sample: a runner episode reset on the label's task, stepped with the ids
+    the engine produced."""
 
-    def __init__(self, pool: EnvPool, tokenizer: Any, engine: Any):
-        self.pool = pool
-        self.policy_tokenizer = tokenizer
+    def __init__(self, executor: "TIRAgentExecutor", tokenizer: Any, engine: Any):
+        self.executor = executor
         self.tokenizer = _EnvTokenizer(tokenizer)
         self.engine = _StopEngine(engine, self)
-        self.env: Any = None
+        self.live: RunnerEpisode | None = None
         self.task: Any = None
-        self.stops: list[str] = []
-        self.max_new_tokens: int | None = None
         self.output: Any = None
-        self.done = False
-        self.failure: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.live is not None and self.live.done
 
     # -- the two calls of the agent instance -------------------------------------------
     async def start(self, label: Any, prompt: str | None) -> str:
-        self.env = self.pool.acquire(self.policy_tokenizer)
-        core = self.env.unwrapped
-        self.task = self.pool.task(label, self.env)
-        obs, info = await core.areset(options={"task": self.task})
-        self._read(info)
-        ids = obs["tokens"].tolist()
+        self.task = self.executor.task(label)
+        self.live = await self.executor.runner.open(options={"task": self.task})
+        core = self.live.env.base
+        ids = list(self.live.trajectory.prompt_ids)
         text = core.codec.decode(ids)
         if prompt is not None and prompt != text:
             _warn_once("prompt", f"the dataset's prompt differs from what {core.env_id} renders "
@@ -172,20 +145,19 @@ class Episode:
         return text
 
     async def advance(self, sampling_params: Any) -> dict[str, Any]:
-        core = self.env.unwrapped
+        live = self.live
         out, self.output = self.output, None
         ids = [int(i) for i in out.token_ids]
-        reward, obs_ids, info = 0.0, [], None
+        reward, obs_ids = 0.0, []
         try:
-            obs, reward, terminated, truncated, info = await core.astep(
-                {"tokens": ids, "logprobs": _logprobs(out, ids)})
-        except Exception as exc:  # noqa: BLE001 - kept as a flagged episode, like the engine
-            self._fail(exc)
-        if info is not None:
+            obs, reward = await live.step(Generation(ids, _logprobs(out, ids),
+                                                     finish_reason=out.finish_reason))
             obs_ids = obs["tokens"].tolist()
-            self.done = bool(terminated or truncated)
-            self._read(info)
-        text = core.codec.decode(obs_ids)
+        except Exception as exc:  # noqa: BLE001 - kept as a flagged episode, like the engine
+            failure = live.fail(exc).failure
+            _warn_once("fail", f"env step failed (episode kept, flagged infra_failed): "
+                               f"{failure.message}")
+        text = live.env.base.codec.decode(obs_ids)
         self.tokenizer.expect(text, obs_ids)
         params = deepcopy(sampling_params)
         self.constrain(params)
@@ -194,46 +166,31 @@ class Episode:
                 "extra_logs": self.logs()}
 
     # -- pieces ----------------------------------------------------------------------
-    def _read(self, info: dict[str, Any]) -> None:
-        if "stop_sequences" not in info:
-            raise KeyError(f"{self.env.unwrapped.env_id} gives no info['stop_sequences']; this "
-                           "adapter needs tir-envs with the protocol layer (stops in info)")
-        self.stops = list(info["stop_sequences"])
-        self.max_new_tokens = info.get("max_new_tokens")
-
-    def _fail(self, exc: BaseException) -> None:
-        message = f"{type(exc).__name__}: {exc}"
-        _warn_once("fail", f"env step failed (episode kept, flagged infra_failed): {message}")
-        self.failure, self.done = message, True
-        traj = self.env.unwrapped.trajectory
-        traj.infra_failed = True
-        traj.stop_reason = "error"
-        traj.metadata["failure"] = {"kind": "error", "message": message}
-
     def constrain(self, params: Any) -> None:
         """The env's current stops, kept in the output, and its remaining token budget."""
-        params.stop = list(self.stops)
+        limits = self.live.limits
+        params.stop = list(limits.stop)
         params.include_stop_str_in_output = True
-        if self.max_new_tokens is not None and params.max_tokens is not None:
-            params.max_tokens = max(1, min(int(params.max_tokens), int(self.max_new_tokens)))
+        if params.max_tokens is not None:
+            params.max_tokens = limits.cap(int(params.max_tokens))
 
     def score(self) -> float:
         """The env's reward, or NaN for an episode to drop (infra failure, not ended)."""
-        traj = self.env.unwrapped.trajectory
+        traj = self.live.trajectory
         if not self.done or traj.infra_failed:
             return math.nan
         return float(traj.reward)
 
     def logs(self, **flags: float) -> dict[str, float]:
-        core = self.env.unwrapped
+        core = self.live.env.base
         flags.setdefault("unfinished", float(not self.done))
         flags.setdefault("ledger_mismatch", 0.0)
-        return episode_logs(core.trajectory, self.task, core.tools, **flags,
+        return episode_logs(self.live.trajectory, self.task, core.tools, **flags,
                             retokenize_fixes=float(self.tokenizer.fixes))
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
         """Final checks on OpenRLHF's result: the same ids as the ledger, the drop marks."""
-        traj = self.env.unwrapped.trajectory
+        traj = self.live.trajectory
         mismatch = list(result["observation_tokens"]) != traj.prompt_ids + traj.token_ids
         if mismatch:
             _warn_once("ledger", "OpenRLHF's observation_tokens differ from the env's ledger "
@@ -248,8 +205,9 @@ class Episode:
         return result
 
     async def release(self) -> None:
-        if self.env is not None:
-            await self.pool.release(self.env, finished=self.done)
+        """End the episode (an unfinished one's tool sessions are closed) and return the env."""
+        if self.live is not None:
+            await self.live.close()
 
 
 def _logprobs(output: Any, ids: list[int]) -> list[float] | None:
@@ -287,11 +245,33 @@ class TIRAgentExecutor(MultiTurnAgentExecutor):
 
     def __init__(self, make_env: Callable[[Any], Any] | None = None):
         super().__init__(TIRAgentInstance)
-        self.pool = EnvPool(make_env or EnvConfig.from_environ().make)
+        self.make_env = make_env or EnvConfig.from_environ().make
+        self.runner = EpisodeRunner(self._new_env)
+        self._tokenizer: Any = None
+        self._tasks: dict | None = None
+
+    @property
+    def pool(self):
+        """The runner's env pool: envs reused across episodes (sandboxes, indexes and databases
+        stay warm), made on demand with the policy's tokenizer, one per concurrent episode."""
+        return self.runner.pool
+
+    def _new_env(self) -> Any:
+        env = self.make_env(self._tokenizer)
+        _check_same_tokenizer(env.unwrapped, self._tokenizer)
+        return env
+
+    def task(self, label: Any):
+        """The task a sample's label names or carries."""
+        if self._tasks is None:
+            self._tasks = index_tasks(self.runner.first_env.unwrapped.tasks)
+        return task_from_label(label, self._tasks)
 
     async def execute(self, prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine,
                       **kwargs):
-        episode = Episode(self.pool, hf_tokenizer, llm_engine)
+        if self._tokenizer is None:
+            self._tokenizer = hf_tokenizer
+        episode = Episode(self, hf_tokenizer, llm_engine)
         token = _EPISODE.set(episode)
         try:
             result = await super().execute(prompt, label, sampling_params, max_length,
