@@ -27,6 +27,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", action="append", default=[],
                    help="suite name (repeat, or comma-separate, for several); see `bench list`")
+    p.add_argument("--tasks", metavar="FILE",
+                   help="your own tasks (.jsonl/.parquet), run as the suite custom:FILE and "
+                        "pinned by its sha256")
+    p.add_argument("--env", help="env of --tasks / custom:FILE (default tir/MathCode-v0; pick "
+                                 "the protocol with --protocol)")
+    p.add_argument("--scoring", choices=["math", "qa", "sql", "choice", "ifeval"],
+                   help="how --tasks answers are compared (default: the env's)")
     p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
                                     "(each item's gold: must score 100%%) | wrong (a fixed "
                                     "wrong answer: must score 0)")
@@ -81,13 +88,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _suites(values: list[str]) -> list[str]:
+def _suites(values: list[str], tasks: str | None = None) -> list[str]:
     from benchmarks.suites import SUITES
 
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
-    if not names:
-        raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`)")
-    unknown = [n for n in names if n not in SUITES]
+    if not names and not tasks:
+        raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`) or your "
+                         "own tasks with --tasks FILE")
+    unknown = [n for n in names if n not in SUITES and not n.startswith("custom:")]
     if unknown:
         raise SystemExit(f"bench: unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     return names
@@ -96,7 +104,7 @@ def _suites(values: list[str]) -> list[str]:
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import RunInterrupted
 
-    names = _suites(args.suite)
+    names = _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
     try:
@@ -126,7 +134,8 @@ def _run(names: list[str], args: argparse.Namespace) -> dict:
                model=args.model, api_key=args.api_key,
                env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
                episode_timeout_s=args.timeout, progress=not args.no_progress,
-               engine_args=engine_args, seeds=args.seeds, by=args.by)
+               engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
+               env=args.env, scoring=args.scoring)
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -28,7 +28,8 @@ from tir_envs.rollout.policy import Generation, SamplingParams
 
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
-from benchmarks.suites import Part, Suite, get_suite
+from benchmarks.suites import (CUSTOM, Part, Suite, custom_pin, custom_suite, get_suite,
+                               register)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         env_kwargs: Mapping[str, Any] | None = None, concurrency: int = 32,
         episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
         engine_args: Mapping[str, Any] | None = None, seeds: int = 1,
-        by: Sequence[str] = ()) -> dict[str, Any]:
+        by: Sequence[str] = (), tasks: str | Path | None = None, env: str | None = None,
+        scoring: str | None = None) -> dict[str, Any]:
     """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
 
     Args:
@@ -169,6 +171,9 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         report gives the spread of avg@k, pass@k and maj@k over them.
       by: task fields to break every part's accuracy down by (MATH-500: level and subject
         always).
+      tasks: one's own task file (JSONL/parquet) run as the suite ``custom:FILE``, pinned by its
+        sha256 in ``run.json``; ``env`` (default ``tir/MathCode-v0``, any protocol) and
+        ``scoring`` (default: the env's) apply to custom suites.
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -178,10 +183,18 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
     from benchmarks.pins import policy_pin
     from benchmarks.store import check_settings
 
-    names = [suites] if isinstance(suites, str) else list(suites)
+    names = [suites] if isinstance(suites, str) else list(suites or [])
+    if tasks is not None:
+        names.append(f"{CUSTOM}{tasks}")
     if not names:
-        raise ValueError("suites is empty: name at least one suite")
-    chosen = [get_suite(n) for n in names]
+        raise ValueError("suites is empty: name at least one suite (or pass tasks=FILE)")
+    chosen = [custom_suite(n[len(CUSTOM):], env, scoring) if n.startswith(CUSTOM) else
+              get_suite(n) for n in names]
+    if (env or scoring) and not any(n.startswith(CUSTOM) for n in names):
+        raise ValueError("env= and scoring= apply to custom tasks (tasks=FILE); a shipped suite "
+                         "has its own env and scoring")
+    names = [suite.name for suite in chosen]
+    custom = {suite.name: custom_pin(suite) for suite in chosen if suite.name.startswith(CUSTOM)}
     suite_kwargs = check_options(chosen, k, limit, protocol, use_tools, env_kwargs)
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive int (replicates of k samples), got {seeds!r}")
@@ -204,8 +217,13 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
               "sampling_note": note, "by": list(by)}
     if seeds > 1:  # absent for one seed, so folders of earlier versions resume
         config["seeds"] = seeds
+    if custom:  # the task files' pins: a changed file is refused on resume
+        config["custom"] = custom
     with RunLock(out):  # another process on this folder: refused before anything else
         check_settings(out, config)  # a changed setting: refused before any model loads
+        for suite in chosen:
+            if suite.name in custom:
+                register(suite)  # item-scripted policies look their suite up by name
         policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key, protocol,
                                                    engine_args)
         store = RunStore(out, config)
