@@ -98,3 +98,26 @@ def test_vllm_engine_arguments_reach_the_engine(tmp_path, capsys, monkeypatch):
     assert code == 1 and "engine recorded" in err
     assert seen == {"model": str(model), "tensor_parallel_size": 2, "max_model_len": 8192,
                     "gpu_memory_utilization": 0.45, "enforce_eager": True}
+
+
+def test_openai_spreads_requests_over_several_endpoints_with_the_same_samples(tmp_path, capsys):
+    pytest.importorskip("aiohttp")
+    from tests.fixtures.completions_server import SeededServer
+
+    with SeededServer() as one, SeededServer() as two:
+        common = ["--suite", "gsm8k", "--limit", "6", "-k", "2", "--model", "seeded",
+                  "--concurrency", "8"]
+        code, single, err = _bench(capsys, *common, "--policy", f"openai:{one.url}", "--out",
+                                   str(tmp_path / "one"))
+        assert code == 0, err
+        alone = one.requests
+        code, spread, err = _bench(capsys, *common, "--policy", f"openai:{one.url},{two.url}",
+                                   "--out", str(tmp_path / "two"))
+        assert code == 0, err
+        first, second = one.requests - alone, two.requests
+    assert alone == 24  # 12 samples x 2 turns (a Python call, then the boxed answer)
+    assert first + second == 24 and first >= 6 and second >= 6
+    a = RunStore(tmp_path / "one").suite_records("gsm8k")
+    b = RunStore(tmp_path / "two").suite_records("gsm8k")
+    assert [r["trajectory"]["token_ids"] for r in a] == [r["trajectory"]["token_ids"] for r in b]
+    assert all(r["tool_calls"] == 1 and r["answered"] for r in a)
