@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -381,16 +382,27 @@ class _LiveBar:
         self.calls = sum(r["tool_calls"] for r in finished)
         self.bar = tqdm(total=total, initial=self.n, desc=f"bench {name}", unit="sample",
                         disable=not enabled, dynamic_ncols=True)
+        self._shown = 0.0
 
     def update(self, record: dict[str, Any]) -> None:
+        """Count ``record``; the figures are formatted only when the bar redraws (tqdm's own
+        interval): formatting them per sample cost more than writing the record."""
         self.n += 1
         self.correct += record["correct"]
         self.unanswered += not record["answered"]
         self.calls += record["tool_calls"]
-        self.bar.set_postfix({"acc": f"{self.correct / self.n:.3f}",
-                              "no_ans": self.unanswered, "tools/ep": f"{self.calls / self.n:.2f}"},
-                             refresh=False)
+        now = time.monotonic()
+        if not self.bar.disable and now - self._shown >= 0.1:
+            self._postfix()
+            self._shown = now
         self.bar.update(1)
 
+    def _postfix(self) -> None:
+        if self.n:
+            self.bar.set_postfix({"acc": f"{self.correct / self.n:.3f}",
+                                  "no_ans": self.unanswered,
+                                  "tools/ep": f"{self.calls / self.n:.2f}"}, refresh=False)
+
     def close(self) -> None:
+        self._postfix()
         self.bar.close()
