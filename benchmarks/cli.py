@@ -70,6 +70,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="vllm: share of GPU memory the engine may take (0-1)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="vllm: any other AsyncEngineArgs field (VALUE parsed as JSON when it can be)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
+                        "ray://host:10001; none: a local instance); the run folder stays here")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
@@ -135,7 +138,7 @@ def _run(names: list[str], args: argparse.Namespace) -> dict:
                env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
                episode_timeout_s=args.timeout, progress=not args.no_progress,
                engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
-               env=args.env, scoring=args.scoring)
+               env=args.env, scoring=args.scoring, ray=args.ray)
 
 
 def compare_command(args: argparse.Namespace) -> int:

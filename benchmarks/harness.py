@@ -149,7 +149,7 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
         engine_args: Mapping[str, Any] | None = None, seeds: int = 1,
         by: Sequence[str] = (), tasks: str | Path | None = None, env: str | None = None,
-        scoring: str | None = None) -> dict[str, Any]:
+        scoring: str | None = None, ray: str | bool | None = None) -> dict[str, Any]:
     """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
 
     Args:
@@ -175,6 +175,10 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
       tasks: one's own task file (JSONL/parquet) run as the suite ``custom:FILE``, pinned by its
         sha256 in ``run.json``; ``env`` (default ``tir/MathCode-v0``, any protocol) and
         ``scoring`` (default: the env's) apply to custom suites.
+      ray: run the episodes on a Ray cluster's workers (``benchmarks.ray_episodes``): ``True``
+        or ``"local"`` starts a local instance, an address (``auto``, ``ray://host:10001``)
+        joins a cluster; the policy must be a spec string.  Records, resume and summary are
+        those of a local run.
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -201,6 +205,10 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         raise ValueError(f"seeds must be a positive int (replicates of k samples), got {seeds!r}")
     check_fields(chosen, by)
     check_policy(policy, model, engine_args)
+    if ray and not isinstance(policy, str):
+        raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
+                         "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
+                         f"not a {type(policy).__name__} object")
     note = sampling_note(k * seeds, temperature, top_p)
     temperature, top_p = sampling_defaults(k * seeds, temperature, top_p)
     # no cap of our own by default: the engine caps each turn at the env's info["max_new_tokens"]
@@ -225,15 +233,23 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         for suite in chosen:
             if suite.name in custom:
                 register(suite)  # item-scripted policies look their suite up by name
-        policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key, protocol,
-                                                   engine_args)
+        if ray:
+            from benchmarks.ray_episodes import connect
+            remote = _RayPlan(connect(None if ray is True else ray), config, limit,
+                              {"spec": policy, "tokenizer": tokenizer, "model": model,
+                               "api_key": api_key, "engine_args": dict(engine_args or {})})
+            policy_obj, tok, built = None, None, False
+        else:
+            remote = None
+            policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key,
+                                                       protocol, engine_args)
         store = RunStore(out, config)
         try:
             for suite, kwargs in zip(chosen, suite_kwargs):
                 if tok is not None:
                     kwargs.setdefault("tokenizer", tok)
                 _run_suite(store, suite, policy_obj, kwargs, sampling, k * seeds, seed, limit,
-                           concurrency, episode_timeout_s, progress)
+                           concurrency, episode_timeout_s, progress, remote)
         except KeyboardInterrupt as exc:
             total = sum(len(s.items(limit)) for s in chosen) * k * seeds
             done = sum(len(store.finished(s.name)) for s in chosen)
@@ -309,7 +325,8 @@ def plan(suite: Suite, k: int, seed: int | None, limit: int | None,
 
 def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str, Any],
                sampling: SamplingParams, k: int, seed: int | None, limit: int | None,
-               concurrency: int, episode_timeout_s: float | None, progress: bool) -> None:
+               concurrency: int, episode_timeout_s: float | None, progress: bool,
+               remote: "_RayPlan | None" = None) -> None:
     jobs, done = plan(suite, k, seed, limit, store.finished(suite.name))
     if not jobs:
         return
@@ -331,8 +348,11 @@ def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str,
             failures.append(traj.failure.message if traj.failure else traj.stop_reason)
 
     try:
-        asyncio.run(_episodes(suite, policy, jobs, env_kwargs, sampling, concurrency,
-                              episode_timeout_s, on_trajectory))
+        if remote is not None:
+            remote(suite, jobs, env_kwargs, sampling, concurrency, on_trajectory)
+        else:
+            asyncio.run(_episodes(suite, policy, jobs, env_kwargs, sampling, concurrency,
+                                  episode_timeout_s, on_trajectory))
     finally:
         sink.close()
         bar.close()
@@ -363,6 +383,23 @@ async def _episodes(suite: Suite, policy: Any, jobs: Sequence[Job], env_kwargs: 
         closer = getattr(policy, "aclose", None)  # what it bound to this loop (HTTP sessions)
         if closer is not None:
             await closer()
+
+
+@dataclass
+class _RayPlan:
+    """Where a Ray run's episodes go: the connected ``ray`` module and what every worker needs
+    to rebuild the suite and the policy (``benchmarks.ray_episodes``)."""
+
+    ray: Any
+    config: dict[str, Any]
+    limit: int | None
+    policy: dict[str, Any]
+
+    def __call__(self, suite: Suite, jobs: Sequence[Job], env_kwargs: dict[str, Any],
+                 sampling: SamplingParams, concurrency: int, on_trajectory) -> None:
+        from benchmarks.ray_episodes import run_on_ray
+        run_on_ray(self.ray, suite.name, self.config, env_kwargs, self.policy, sampling,
+                   self.limit, jobs, concurrency, on_trajectory)
 
 
 class BenchmarkFailed(RuntimeError):
