@@ -10,6 +10,7 @@ TORCH  ?= torch==2.13.0
 .PHONY: demo test test-all test-vllm install install-dev perf clean
 
 $(VENV)/.core: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tir-envs needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) -U pip
 	$(PIP) -e .

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.validation import check_positive_int
 
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
@@ -118,10 +119,8 @@ def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: 
     from tir_envs.protocols import MATH_PROTOCOLS
     from tir_envs.registry import accepted_kwargs, env_class
 
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive int (samples per item), got {k!r}")
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    check_positive_int(k=k, hint="samples per item")
+    check_positive_int(limit=limit, allow_none=True)
     if protocol is not None and protocol not in MATH_PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; the math protocols are "
                          f"{', '.join(sorted(MATH_PROTOCOLS))}")
@@ -201,8 +200,7 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
     names = [suite.name for suite in chosen]
     custom = {suite.name: custom_pin(suite) for suite in chosen if suite.name.startswith(CUSTOM)}
     suite_kwargs = check_options(chosen, k, limit, protocol, use_tools, env_kwargs)
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise ValueError(f"seeds must be a positive int (replicates of k samples), got {seeds!r}")
+    check_positive_int(seeds=seeds, hint="independent replicates of the k samples")
     check_fields(chosen, by)
     check_policy(policy, model, engine_args)
     if ray and not isinstance(policy, str):

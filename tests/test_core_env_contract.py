@@ -71,6 +71,55 @@ def test_tokenizer_folder_without_files_fails_at_construction(qwen_tok, tmp_path
         AnswerEnv(tokenizer=str(tmp_path / "nope"), tasks=["q"])
 
 
+
+def _spy_from_pretrained(monkeypatch) -> list[dict]:
+    """Record every ``AutoTokenizer.from_pretrained`` call's keywords (then run it)."""
+    from transformers import AutoTokenizer
+    calls: list[dict] = []
+    real = AutoTokenizer.from_pretrained.__func__
+
+    def spy(cls, name, *args, **kwargs):
+        calls.append(kwargs)
+        return real(cls, name, *args, **kwargs)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", classmethod(spy))
+    return calls
+
+
+@pytest.mark.parametrize("how", ["unreachable", "HF_HUB_OFFLINE"])
+def test_a_hub_tokenizer_offline_fails_at_once_naming_a_local_path(monkeypatch, how):
+    """Without the hub, transformers would retry for about a minute: only the local cache is
+    asked (never the network), and the error says to pass a folder."""
+    from tir_envs import tokenizer as tokenizer_module
+    calls = _spy_from_pretrained(monkeypatch)
+    if how == "unreachable":
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+        for var in tokenizer_module._PROXY_VARS:
+            monkeypatch.delenv(var, raising=False)
+    else:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setattr(tokenizer_module, "hub_reachable",
+                            lambda *a: pytest.fail("HF_HUB_OFFLINE needs no connection check"))
+    with pytest.raises(OSError, match=r"not in the local Hugging Face cache.*tokenizer=PATH"):
+        AnswerEnv(tokenizer="nobody-here/no-such-tokenizer", tasks=["q"])
+    assert calls == [{"local_files_only": True}]
+
+
+def test_hub_reachable_is_a_connection_check(monkeypatch):
+    import socket
+
+    from tir_envs.tokenizer import _PROXY_VARS, hub_reachable
+    for var in _PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert hub_reachable(1.0)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert not hub_reachable(1.0)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub_reachable(1.0)  # behind a proxy the hub is the proxy's to reach
+
+
 def test_search_setup_mistakes_fail_at_construction(qwen_tok, tmp_path):
     with pytest.raises(ValueError, match="unknown search backend 'elastic'"):
         SearchEnv(tokenizer=qwen_tok, search_backend="elastic")
@@ -193,3 +242,21 @@ def test_openai_policy_without_aiohttp_names_the_extra(qwen_tok, monkeypatch):
                         lambda name, *a: None if name == "aiohttp" else real(name, *a))
     with pytest.raises(ImportError, match=r"tir-envs\[openai\]"):
         OpenAIPolicy("http://127.0.0.1:9/v1", "m", qwen_tok)
+
+
+def test_check_env_and_render_warn_nothing():
+    """Gymnasium's checker and its passive render check have nothing to say (the text render
+    mode declares its fps), so users see no 'No render fps was declared' on every render."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+    tasks = [{"question": "1+1?", "answer": "2"}]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        env = tir_envs.make("tir/MathCode-v0", render_mode="ansi", tasks=tasks)
+        check_env(env.unwrapped)
+        env.reset(seed=0)
+        env.step(env.unwrapped.codec.encode("\\boxed{2}"))
+        assert "[action]" in env.render()
+        env.close()
+    assert [str(w.message) for w in seen] == []

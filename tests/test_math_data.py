@@ -123,3 +123,53 @@ def test_parquet(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(DatasetError, match="no such file"):
         load_math_tasks(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize("solution, answer", [
+    ("4", "4"), (" 025 ", "25"), ("\\frac{1}{2}", "\\frac{1}{2}"), ("x = 2", "x = 2"),
+    ("Monday", "Monday"), ("\\text{Monday}", "\\text{Monday}"),
+    ("so it is $\\boxed{7}$", "7"), ("3 + 4 = 7\n#### 7", "7"),
+])
+def test_a_solution_field_that_is_the_answer_is_taken(tmp_path, solution, answer):
+    """``{"problem": ..., "solution": "4"}``: a short solution is its own final answer."""
+    path = _write(tmp_path / "s.jsonl", [{"problem": "2+2?", "solution": solution}])
+    (task,) = load_math_tasks(path)
+    assert task.answer == answer and task.meta["solution"] == solution
+
+
+@pytest.mark.parametrize("solution", [
+    "no box here", "First add 2 and 2, then the result is 4", "4\n5", "1" * 51])
+def test_a_worked_solution_without_its_answer_says_what_is_missing(tmp_path, solution):
+    path = _write(tmp_path / "s.jsonl", [{"problem": "2+2?", "solution": solution}])
+    with pytest.raises(DatasetError) as err:
+        load_math_tasks(path)
+    message = str(err.value)
+    assert "s.jsonl:1: field 'solution' holds no final answer" in message
+    assert "\\boxed{...}" in message and "Add an 'answer' field" in message
+    assert "expected a string" not in message  # the old message contradicted the record
+
+
+def test_plain_string_tasks_warn_once_how_to_give_answers(monkeypatch):
+    """``tasks=["1+1?"]`` runs (inference needs no gold) but says, once, that it cannot be
+    graded and how to give answers; tasks with answers say nothing."""
+    import warnings
+
+    import tir_envs
+    from tir_envs.data import task as task_module
+    monkeypatch.setattr(task_module, "_WARNED", [])
+    with pytest.warns(task_module.MissingAnswerWarning, match=r"'answer': \.\.\.") as record:
+        env = tir_envs.make("tir/MathCode-v0", tasks=["1+1?", "2+2?"])
+        tir_envs.make("tir/MathCode-v0", tasks=["3+3?"]).close()
+    assert len([w for w in record if w.category is task_module.MissingAnswerWarning]) == 1
+    env.reset(seed=0)
+    *_, info = env.step(env.unwrapped.codec.encode("\\boxed{2}"))
+    assert info["trajectory"].correct is None and info["trajectory"].reward == 0.0
+    env.close()
+    monkeypatch.setattr(task_module, "_WARNED", [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", task_module.MissingAnswerWarning)
+        graded = tir_envs.make("tir/MathCode-v0", tasks=[{"question": "1+1?", "answer": "2"}])
+        graded.reset(seed=0)
+        *_, info = graded.step(graded.unwrapped.codec.encode("\\boxed{2}"))
+        assert info["trajectory"].correct is True
+        graded.close()

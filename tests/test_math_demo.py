@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from tir_envs.cli import main
 from tir_envs.demo import DEMO_SCRIPTS, run_lengths, summary_table, EpisodeReport
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_demo_runs_every_recipe_end_to_end(capsys):
@@ -39,3 +45,27 @@ def test_helpers():
                         1.0, False)
     table = summary_table([row])
     assert "algebra/1.json" in table and "+1.00" in table
+
+
+#: the demo as ``make demo`` runs it on the core install (no PyTorch: ``torch`` unimportable),
+#: with every warning shown and a resource left open at exit an error
+_CORE_DEMO = ("import sys; sys.modules['torch'] = None\n"
+              "from tir_envs.cli import main\nsys.exit(main(['demo', '--no-color']))")
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "always"}
+    env.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)
+    return subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", code],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_demo_on_the_core_install_prints_no_noise():
+    """No 'PyTorch was not found' (the core needs only transformers' tokenizers), no Gymnasium
+    render-fps warning, no unclosed event loop at exit: stderr stays empty."""
+    control = _python("import sys; sys.modules['torch'] = None\nimport transformers")
+    assert "PyTorch was not found" in control.stderr  # what the demo would otherwise print
+    out = _python(_CORE_DEMO)
+    assert out.returncode == 0, out.stderr
+    assert "━━ Summary ━━" in out.stdout
+    assert out.stderr == ""

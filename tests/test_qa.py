@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tir_envs.data.loaders import DatasetError
 from tir_envs.data.qa import (HOTPOTQA_PARAGRAPHS, QA_SETS, hotpotqa_paragraphs, load_qa,
-                              load_qa_file)
+                              load_qa_file, load_qa_tasks)
 from tir_envs.data.task import Task
 from tir_envs.rewards.qa import QAReward, exact_match, extract_answer, f1, normalize_answer
 from tir_envs.trajectory import Trajectory
@@ -129,3 +129,20 @@ def test_load_qa_file_formats_and_errors(tmp_path):
     bad.write_text('{"question": "q", "answer": "a"}\n{oops\n')
     with pytest.raises(DatasetError, match=r"bad.jsonl:2: invalid JSON"):
         load_qa_file(bad)
+
+
+@pytest.mark.parametrize("old, name", [("2wiki_500", "2wiki"), ("musique_500", "musique"),
+                                       ("nq_open", "nq")])
+def test_one_name_per_shipped_set_with_the_old_name_as_alias(old, name):
+    """The Search env, ``load_qa`` and ``tir-envs bench`` call a set by one name; the name
+    the env used before still loads the same set under the one name."""
+    from benchmarks.suites import PARTS, SUITES
+    from tir_envs.data.autotir import load_autotir_tasks
+    assert name in QA_SETS and old not in QA_SETS
+    by_alias, by_name = load_qa(old, limit=3), load_qa(name, limit=3)
+    assert [t.id for t in by_alias] == [t.id for t in by_name]
+    assert all(t.id.startswith(f"{name}/") and t.meta["dataset"] == name for t in by_alias)
+    assert [t.id for t in load_qa_tasks(old)[:3]] == [t.id for t in by_name]
+    assert name in SUITES and PARTS[name].file.endswith(QA_SETS[name].file)
+    assert [t.id for t in PARTS[name].load()[:3]] == [t.id for t in by_name]
+    assert [t.question for t in load_autotir_tasks(name)[:3]] == [t.question for t in by_name]

@@ -135,3 +135,31 @@ def test_cli_errors_are_one_line_without_a_traceback(tmp_path, args, message, co
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
     assert lines[0].startswith("tir-envs rollout: error: ") and message in lines[0], lines[0]
     assert existing.read_text() == "{}\n"  # an existing file is never clobbered
+
+
+def test_tasks_takes_a_dataset_name_the_env_ships(tmp_path, capsys):
+    """``--tasks aime2024`` is the env's shipped set (as ``tasks="aime2024"`` is), ``--limit``
+    its first N; the policy answers AIME 2024's first problem right, so reward shows it."""
+    from tir_envs.data.math import load_math_tasks
+    first = load_math_tasks("aime2024")[0]
+    script = tmp_path / "answer.json"
+    script.write_text(json.dumps([f"So the answer is \\boxed{{{first.answer}}}."]))
+    out = tmp_path / "aime.jsonl"
+    assert main(["rollout", "--env", "tir/MathCode-v0", "--policy", f"scripted:{script}",
+                 "--tasks", "aime2024", "--limit", "2", "--out", str(out), "--no-progress"]) == 0
+    back = read_jsonl(out)
+    assert [t.task_id for t in back] == [t.id for t in load_math_tasks("aime2024")[:2]]
+    assert [t.correct for t in back] == [True, False]
+
+
+def test_an_unknown_dataset_name_lists_the_shipped_ones(tmp_path, capsys):
+    script = tmp_path / "answer.json"
+    script.write_text(json.dumps(["\\boxed{1}"]))
+    assert main(["rollout", "--env", "tir/MathCode-v0", "--policy", f"scripted:{script}",
+                 "--tasks", "aime2042", "--out", str(tmp_path / "o.jsonl")]) == 1
+    assert_one_line(capsys.readouterr().err, "unknown math dataset 'aime2042'")
+    assert not (tmp_path / "o.jsonl").exists()
+    assert main(["rollout", "--env", "tir/MathCode-v0", "--policy", f"scripted:{script}",
+                 "--tasks", "aime2024", "--env-arg", "tasks=gsm8k",
+                 "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert_one_line(capsys.readouterr().err, "give one of them")

@@ -255,3 +255,56 @@ def test_results_as_a_chat_message_stay_within_the_cap(qwen_tok, hotpot):
     assert text.startswith("<|im_end|>\n<|im_start|>user\n\n\n<information>Doc 1(Title:")
     assert text.endswith("</information>\n\n<|im_end|>\n<|im_start|>assistant\n")
     assert len(obs["tokens"]) <= 80
+
+
+@pytest.mark.parametrize("old, name", [("nq_open", "nq"), ("2wiki_500", "2wiki"),
+                                       ("musique_500", "musique")])
+def test_tasks_take_the_bench_suites_names_and_the_old_ones(qwen_tok, old, name):
+    """``tasks="nq"`` is what ``tir-envs bench --suite nq`` runs; ``tasks="nq_open"`` is the
+    same set under the same name."""
+    new_env = SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), tasks=name)
+    old_env = SearchEnv(tokenizer=qwen_tok, retriever=DownRetriever(), tasks=old)
+    assert [t.id for t in old_env.tasks] == [t.id for t in new_env.tasks]
+    assert {t.meta["dataset"] for t in old_env.tasks} == {name}
+
+
+@pytest.mark.parametrize("env_id", ["tir/Search-v0", "tir/AutoTIR-v0"])
+def test_the_missing_index_error_names_a_command_that_builds_it(env_id, qwen_tok, tmp_path,
+                                                                 monkeypatch):
+    """Paste the command from the error (after writing its corpus file): the index it builds
+    is the one the env then opens."""
+    import json
+    import re
+    import shlex
+
+    from tir_envs.cli import main
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as err:
+        tir_envs.make(env_id, tokenizer=qwen_tok, retriever="idx", search_backend="bm25")
+    command = re.search(r"`(tir-envs index build [^`]*)`", str(err.value)).group(1)
+    argv = shlex.split(command)
+    corpus = argv[argv.index("--corpus") + 1]
+    (tmp_path / corpus).write_text(
+        json.dumps({"id": "d1", "title": "Paris", "text": "Paris is the capital of France."})
+        + "\n" + json.dumps({"id": "d2", "title": "Berlin", "text": "Berlin is in Germany."})
+        + "\n")
+    assert main(argv[1:]) == 0
+    env = tir_envs.make(env_id, tokenizer=qwen_tok, retriever="idx",
+                        tasks=[{"question": "capital of France?", "answer": "Paris",
+                                "meta": {"domain": "knowledge", "tool": "search"}}])
+    tool = env.unwrapped.tools["search"]
+    hits = tool.retriever.search("capital of France", 1)
+    assert [h.docid for h in hits] == ["d1"]
+    env.close()
+
+
+def test_a_relative_lucene_index_opens_after_a_chdir(tmp_path, monkeypatch):
+    """The in-process JVM keeps the directory it started in: a relative index path is
+    resolved by Python first, so it means what it means to the caller."""
+    open_retriever(hotpotqa_index("lucene"))  # the JVM starts (if no test started it) here
+    from tir_envs.cli import main
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.jsonl").write_text('{"id": "d1", "contents": "Paris is in France."}\n')
+    assert main(["index", "build", "--corpus", "c.jsonl", "--out", "rel", "--backend",
+                 "lucene"]) == 0
+    assert [h.docid for h in open_retriever("rel").search("Paris", 1)] == ["d1"]

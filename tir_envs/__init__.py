@@ -3,7 +3,12 @@
 Importing the package registers the ``tir/*`` env ids with Gymnasium.
 """
 
-from tir_envs.data.task import Task
+import sys
+
+if sys.version_info < (3, 11):  # asyncio.timeout, TaskGroup; pyproject says the same to pip
+    raise ImportError(f"tir_envs needs Python >= 3.11, this is {sys.version.split()[0]}")
+
+from tir_envs.data.task import Task  # noqa: E402 - after the version check
 from tir_envs.env import TIREnv
 from tir_envs.limits import GenerationLimits
 from tir_envs.registry import ENV_SPECS, make, register_all

@@ -1,7 +1,10 @@
 """The ``tir-envs`` command.  Each subcommand lives in its own module with ``add_parser``.
 
 Subcommand modules import heavy dependencies inside their handlers, so ``tir-envs --help``
-stays fast and works with only the core install.
+stays fast and works with only the core install.  ``bench`` comes from the top-level
+``benchmarks`` package, which ships in the same distribution (pyproject's ``packages.find``):
+this module is the one place the library reaches up to it, as the command that assembles
+every part.
 
 Errors are one line on stderr, never a traceback: a bad argument (argparse's, or a
 ``SystemExit("--flag ...: what is wrong")`` from a handler) exits 2, any other error 1.
@@ -11,16 +14,22 @@ Errors are one line on stderr, never a traceback: a bad argument (argparse's, or
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from types import ModuleType
+
+from benchmarks import cli as bench_cli
+from tir_envs import demo
+from tir_envs.rollout import cli as rollout_cli
+from tir_envs.tools.search import cli as index_cli
+from tir_envs.tools.search import serve_cli
 
 # subcommand -> module exposing add_parser(subparsers)
-SUBCOMMANDS = {
-    "demo": "tir_envs.demo",
-    "index": "tir_envs.tools.search.cli",
-    "serve": "tir_envs.tools.search.serve_cli",
-    "rollout": "tir_envs.rollout.cli",
-    "bench": "benchmarks.cli",
+SUBCOMMANDS: dict[str, ModuleType] = {
+    "demo": demo,
+    "index": index_cli,
+    "serve": serve_cli,
+    "rollout": rollout_cli,
+    "bench": bench_cli,
 }
 
 
@@ -38,14 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--traceback", action="store_true",
                         help="on an error, show the full traceback (for bug reports)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in SUBCOMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name == module:  # the subcommand is not part of this build
-                continue
-            raise
-        mod.add_parser(sub)
+    for module in SUBCOMMANDS.values():
+        module.add_parser(sub)
     return parser
 
 

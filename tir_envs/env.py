@@ -97,10 +97,13 @@ class TIREnv(gym.Env):
     owns).  ``reset``/``step``/``close`` and their async twins are final.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    # text frames; Gymnasium's checker warns on any render mode without an fps
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
     env_id = "tir/Base"
     #: dataset loaded when ``tasks`` is not given (``None``: tasks are required)
     default_tasks: str | None = None
+    #: the shipped tools whose keywords the env takes (``tir_envs.envs.tooling``)
+    configured_tools: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -351,6 +354,11 @@ class TIREnv(gym.Env):
             action = action["tokens"]
         if isinstance(action, str):
             return self.codec.encode(action), None, action
+        if type(action) is list and all(type(i) is int for i in action):
+            ids = action  # the common case (a generator's ids): checked without numpy
+            if ids and (min(ids) < 0 or max(ids) >= self.codec.vocab_size):
+                self._reject_ids(min(ids), max(ids))
+            return list(ids), _floats(logprobs), None
         try:
             arr = np.asarray(action)
         except Exception as exc:  # noqa: BLE001 - any unconvertible object
@@ -359,11 +367,12 @@ class TIREnv(gym.Env):
             raise TypeError("action must be a 1-D sequence of integer token ids (or a str, "
                             f"which is retokenized); got dtype={arr.dtype} shape={arr.shape}")
         if arr.size and (arr.min() < 0 or arr.max() >= self.codec.vocab_size):
-            raise ValueError(f"action ids must lie in [0, {self.codec.vocab_size}); got "
-                             f"min={arr.min()} max={arr.max()}. Is this the env's tokenizer?")
-        if logprobs is not None:
-            logprobs = [float(x) for x in logprobs]
-        return arr.tolist(), logprobs, None
+            self._reject_ids(arr.min(), arr.max())
+        return arr.tolist(), _floats(logprobs), None
+
+    def _reject_ids(self, low: int, high: int) -> None:
+        raise ValueError(f"action ids must lie in [0, {self.codec.vocab_size}); got "
+                         f"min={low} max={high}. Is this the env's tokenizer?")
 
     def _begin_turn(self, ids: list[int], logprobs: list[float] | None,
                     text_in: str | None) -> _Action:
@@ -585,6 +594,10 @@ class TIREnv(gym.Env):
                 raise TypeError(f"tools must be Tool instances, got {type(tool).__name__}")
             out[tool.name] = tool
         return out
+
+
+def _floats(logprobs: Any) -> list[float] | None:
+    return None if logprobs is None else [float(x) for x in logprobs]
 
 
 def reject_wiring(kwargs: Mapping[str, Any], env: str, hint: str) -> None:

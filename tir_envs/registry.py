@@ -37,8 +37,10 @@ def env_class(env_id: str) -> type:
 
 
 def accepted_kwargs(cls: type) -> set[str]:
-    """Keyword arguments ``cls`` accepts, following ``**kwargs`` up to ``TIREnv``."""
-    names: set[str] = set()
+    """Keyword arguments ``cls`` accepts, following ``**kwargs`` up to ``TIREnv``, with the
+    keywords of the shipped tools it configures (``tir_envs.envs.tooling``)."""
+    from tir_envs.envs.tooling import tool_keywords
+    names: set[str] = tool_keywords(getattr(cls, "configured_tools", ()))
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:

@@ -13,8 +13,10 @@ a fresh loop on a helper thread.  Inside a running loop ``needs_loop()`` costs n
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import threading
+import weakref
 from typing import Any, Coroutine, Generator
 
 _HANDOVER = object()  # what a loop-less coroutine yields to ask for a loop
@@ -98,4 +100,17 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     loop = getattr(_LOCAL, "loop", None)
     if loop is None or loop.is_closed():
         loop = _LOCAL.loop = asyncio.new_event_loop()
+        _THREAD_LOOPS.add(loop)
     return loop
+
+
+#: every thread's sync loop (weakly: a finished thread's loop is not kept alive)
+_THREAD_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_thread_loops() -> None:
+    """Close the sync loops at exit (else: 'unclosed event loop' ResourceWarnings)."""
+    for loop in list(_THREAD_LOOPS):
+        if not loop.is_running() and not loop.is_closed():
+            loop.close()

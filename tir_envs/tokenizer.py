@@ -9,8 +9,27 @@ same under transformers 4.x and 5.x.
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import socket
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
+
+
+class _NoTorchNotice(logging.Filter):
+    """Drops the line transformers logs at import when PyTorch is missing.  The core install
+    uses transformers only for its tokenizers, which need no PyTorch, so a user running the
+    demo would read a warning about nothing they asked for.  Every other message passes."""
+
+    NOTICES = ("PyTorch was not found", "None of PyTorch, TensorFlow")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOTICES)
+
+
+# before anything here imports transformers (its logger is "transformers")
+logging.getLogger("transformers").addFilter(_NoTorchNotice())
 
 QWEN2_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -82,7 +101,8 @@ def load_tokenizer(tokenizer=None):
     if tokenizer is None:
         return qwen25_tokenizer()
     if isinstance(tokenizer, (str, Path)):
-        check_tokenizer_folder(tokenizer)
+        if check_tokenizer_folder(tokenizer):
+            return hub_tokenizer(str(tokenizer))
         from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(str(tokenizer))
     if not hasattr(tokenizer, "convert_ids_to_tokens"):
@@ -96,14 +116,15 @@ def load_tokenizer(tokenizer=None):
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
 
-def check_tokenizer_folder(path: str | Path) -> None:
+def check_tokenizer_folder(path: str | Path) -> bool:
     """Fail now, with the fix, on a tokenizer path that cannot load: a missing folder, or one
-    without tokenizer files (e.g. a checkpoint saved without its tokenizer)."""
+    without tokenizer files (e.g. a checkpoint saved without its tokenizer).  True when
+    ``path`` is a hub name rather than a folder."""
     p = Path(path)
     looks_local = p.exists() or p.is_absolute() or str(path).startswith((".", "~")) or \
         len(p.parts) > 2
     if not looks_local:
-        return  # a hub name such as "Qwen/Qwen2.5-7B": transformers resolves it
+        return True  # a hub name such as "Qwen/Qwen2.5-7B"
     if not p.is_dir():
         raise FileNotFoundError(f"tokenizer folder {path} does not exist; pass the folder of "
                                 "a saved tokenizer, or tokenizer=None for the bundled Qwen2.5")
@@ -112,3 +133,50 @@ def check_tokenizer_folder(path: str | Path) -> None:
             f"{path} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); save the "
             "tokenizer there with tokenizer.save_pretrained(path), or pass tokenizer=None for "
             "the bundled Qwen2.5")
+    return False
+
+
+#: environment variables that route hub traffic through a proxy (then only the proxy knows)
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def hub_tokenizer(name: str, connect_timeout_s: float = 3.0):
+    """A hub tokenizer by name, failing in seconds when the hub cannot be reached.
+
+    ``transformers`` retries an unreachable hub for about a minute before it fails; a cached
+    copy loads without the hub.  Offline (``HF_HUB_OFFLINE``, or no connection to the hub
+    endpoint within ``connect_timeout_s``) only the cache is tried, and the error names the
+    fix: a local folder.
+    """
+    from transformers import AutoTokenizer
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in _TRUE
+    if not offline and hub_reachable(connect_timeout_s):
+        return AutoTokenizer.from_pretrained(name)
+    try:
+        return AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except OSError:
+        raise OSError(
+            f"tokenizer {name!r} is not in the local Hugging Face cache and the hub "
+            f"({hub_endpoint()}) cannot be reached (offline or HF_HUB_OFFLINE): pass "
+            "tokenizer=PATH, a folder with its tokenizer files (tokenizer.save_pretrained(PATH) "
+            "where the hub is reachable), or tokenizer=None for the bundled Qwen2.5") from None
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether a TCP connection to the hub endpoint opens within ``timeout_s`` (True behind
+    a proxy, which this check cannot see through)."""
+    if any(os.environ.get(var) for var in _PROXY_VARS):
+        return True
+    url = urlsplit(hub_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

@@ -19,11 +19,12 @@ def check_positive_int(*, allow_none: bool = False, hint: str = "", **values: An
 
 
 def check_positive_number(*, allow_none: bool = False, unit: str = "", **values: Any) -> None:
-    """Raise ``ValueError`` naming the first of ``values`` that is not a number > 0."""
+    """Raise ``ValueError`` naming the first of ``values`` that is not a number > 0 (``unit``,
+    e.g. ``"seconds"``, is named in the message)."""
     for name, value in values.items():
         if value is None and allow_none:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            what = f"a number of {unit} > 0" if unit else "a number > 0"
+            unit_text = f" {unit}" if unit else ""
             none = " or None" if allow_none else ""
-            raise ValueError(f"{name} must be {what}{none}, got {value!r}")
+            raise ValueError(f"{name} must be > 0{unit_text}{none}, got {value!r}")

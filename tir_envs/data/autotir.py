@@ -61,8 +61,8 @@ def _ifeval() -> list[Task]:
 
 
 EVAL_SETS: dict[str, Callable[[], list[Task]]] = {
-    "hotpotqa": _qa("hotpotqa_500"), "2wiki": _qa("2wiki_500"), "musique": _qa("musique_500"),
-    "bamboogle": _qa("bamboogle"), "nq": _qa("nq_open"),
+    "hotpotqa": _qa("hotpotqa_500"), "2wiki": _qa("2wiki"), "musique": _qa("musique"),
+    "bamboogle": _qa("bamboogle"), "nq": _qa("nq"),
     "hotpotqa_distractor": _qa("hotpotqa_distractor"),
     "aime24": _math("aime2024"), "aime25": _math("aime2025"), "math500": _math("math500"),
     "gsm8k": _math("gsm8k"), "logiqa": _logiqa, "ifeval": _ifeval,

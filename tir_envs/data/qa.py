@@ -33,12 +33,14 @@ QA_SETS: dict[str, QASet] = {
     "hotpotqa": QASet("hotpotqa_dev_simplified_7405.jsonl.gz", 7405,
                       "the full HotpotQA dev question list (Search-R1's HotpotQA eval set)"),
     "hotpotqa_500": QASet("hotpotqa_dev_500.jsonl.gz", 500, "HotpotQA dev sample (R1-Searcher)"),
-    "2wiki_500": QASet("2wikimultihopqa_dev_500.jsonl.gz", 500,
-                       "2WikiMultihopQA dev sample (R1-Searcher)"),
-    "musique_500": QASet("musique_dev_500.jsonl.gz", 500, "MuSiQue dev sample (R1-Searcher)"),
+    "2wiki": QASet("2wikimultihopqa_dev_500.jsonl.gz", 500,
+                   "2WikiMultihopQA dev sample (R1-Searcher)"),
+    "musique": QASet("musique_dev_500.jsonl.gz", 500, "MuSiQue dev sample (R1-Searcher)"),
     "bamboogle": QASet("bamboogle_test_125.jsonl.gz", 125, "Bamboogle test (all 125)"),
-    "nq_open": QASet("nq_open_test_3610.jsonl.gz", 3610, "NQ-open test (= NQ-open dev split)"),
+    "nq": QASet("nq_open_test_3610.jsonl.gz", 3610, "NQ-open test (= NQ-open dev split)"),
 }
+#: earlier names of shipped sets; the names above are the benchmark suites' (``tir-envs bench``)
+QA_ALIASES = {"2wiki_500": "2wiki", "musique_500": "musique", "nq_open": "nq"}
 
 #: unique (title, paragraph) pairs in the distractor contexts; guards the corpus build
 HOTPOTQA_PARAGRAPHS = 10_785
@@ -67,8 +69,14 @@ def _spec(name: str) -> QASet:
     return QA_SETS[name]
 
 
+def qa_set_name(name: str) -> str:
+    """The one name of a shipped QA set (an alias such as ``nq_open`` gives ``nq``)."""
+    return QA_ALIASES.get(name, name)
+
+
 def load_qa(name: str, limit: int | None = None) -> list[Task]:
     """A shipped QA set as tasks (``answer`` = list of gold aliases, ``meta['dataset']``)."""
+    name = qa_set_name(name)
     records = _shipped_records(name)[:limit]
     return [_task(r, i, name, "") for i, r in enumerate(records)]
 
@@ -76,7 +84,7 @@ def load_qa(name: str, limit: int | None = None) -> list[Task]:
 def load_qa_tasks(source: str | Path) -> list[Task]:
     """A shipped QA set by name, else your own QA file (``load_qa_file``), else a Hugging Face
     dataset ``owner/name``."""
-    if str(source) in QA_SETS:
+    if qa_set_name(str(source)) in QA_SETS:
         return load_qa(str(source))
     if not Path(source).exists() and "/" not in str(source):
         raise DatasetError(f"unknown QA set {str(source)!r}: not a file, and not one of the "

@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
+
+class MissingAnswerWarning(UserWarning):
+    """Tasks given as plain strings carry no gold answer: their episodes cannot be graded."""
+
+
+#: said once per process (``warnings`` would repeat it under ``simplefilter("always")``)
+_WARNED: list[bool] = []
+
+
+def warn_no_answer() -> None:
+    """Tell the user once that plain-string tasks score 0 with ``correct=None``, and how to
+    give answers; inference-only runs legitimately have none, so it is not an error."""
+    if _WARNED:
+        return
+    _WARNED.append(True)
+    warnings.warn(
+        "tasks given as plain strings have no gold answer: their episodes score 0 and "
+        "trajectory.correct is None (fine for inference only). To grade them, give "
+        "{'question': ..., 'answer': ...} dicts, Task(id, question, answer), or a dataset "
+        "name or JSONL file with an 'answer' field.", MissingAnswerWarning, stacklevel=3)
 
 
 @dataclass
@@ -22,6 +44,7 @@ class Task:
         if isinstance(obj, Task):
             return obj
         if isinstance(obj, str):
+            warn_no_answer()
             return cls(id=str(index), question=obj)
         if isinstance(obj, dict):
             question = next((obj[k] for k in ("question", "problem", "prompt") if k in obj), None)

@@ -11,28 +11,24 @@ of tasks with ``domain``/``tool`` fields works too.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from tir_envs.data.autotir import DOMAIN_TOOL, load_autotir_tasks
-from tir_envs.data.task import Task, resolve_tasks
+from tir_envs.data.task import Task
 from tir_envs.env import TIREnv, reject_wiring
-from tir_envs.envs.mathcode import python_tool
-from tir_envs.envs.search import search_tool
+from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.autotir import AutoTIRProtocol
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
-from tir_envs.tools.search.tool import RetrieverSource
 from tir_envs.trajectory import Trajectory
-
-DEFAULT_TIMEOUTS = {"search": 30.0, "python": 10.0}
 
 
 class AutoTIREnv(TIREnv):
     """AutoTIR environment (see the module docstring).
 
-    Tools: ``retriever``/``search_backend``/``topk`` as in ``tir/Search-v0``; ``backend``/
-    ``stateful`` as in ``tir/MathCode-v0``; ``tool_timeout_s``: one float for both or a dict by
+    Tools (``tir_envs.envs.tooling``): ``retriever``/``search_backend``/``topk`` for search,
+    ``backend``/``stateful`` for Python, ``tool_timeout_s``: one number for both or a dict by
     tool name.  Reward: ``reward`` (an ``AutoTIRReward``), or one built from ``w_act``,
     ``w_out``, ``wrong_tool`` (the paper's penalty, -1), ``no_tool`` (knowledge or math task
     answered without a tool: 0) and ``grader``.  ``use_tools=False``: the standalone prompt.
@@ -40,17 +36,12 @@ class AutoTIREnv(TIREnv):
 
     env_id = "tir/AutoTIR-v0"
     default_tasks = "autotir-train"
+    configured_tools = ("search", "python")
 
     def __init__(
         self,
         tokenizer: Any = None,
         tasks: Any = None,
-        retriever: RetrieverSource | None = None,
-        search_backend: str = "auto",
-        topk: int = 3,
-        backend: str = "local",
-        stateful: bool = True,
-        tool_timeout_s: float | Mapping[str, float] = DEFAULT_TIMEOUTS,
         reward: AutoTIRReward | None = None,
         w_act: float = 0.1,
         w_out: float = 0.9,
@@ -60,10 +51,9 @@ class AutoTIREnv(TIREnv):
         **kwargs: Any,
     ):
         reject_wiring(kwargs, "AutoTIREnv", "Pass retriever=/search_backend= and backend=.")
-        timeouts = _timeouts(tool_timeout_s)
+        config = pop_tool_config(kwargs, "search", "python")
         self.reward = reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool, grader)
-        tools = [search_tool(retriever, search_backend, topk, timeouts["search"]),
-                 python_tool(backend, timeouts["python"], stateful, "full")]
+        tools = [config["search"].build(), config["python"].build("full")]
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=AutoTIRProtocol(),
                          tools=tools, **kwargs)
         _check_domains(self.tasks)
@@ -82,16 +72,6 @@ class AutoTIREnv(TIREnv):
     def on_close(self) -> None:
         for tool in self.tools.values():
             tool.close()
-
-
-def _timeouts(value: float | Mapping[str, float]) -> dict[str, float]:
-    if isinstance(value, Mapping):
-        unknown = set(value) - set(DEFAULT_TIMEOUTS)
-        if unknown:
-            raise ValueError(f"tool_timeout_s names unknown tools {sorted(unknown)}; the tools "
-                             f"are {sorted(DEFAULT_TIMEOUTS)}")
-        return {**DEFAULT_TIMEOUTS, **value}
-    return {name: float(value) for name in DEFAULT_TIMEOUTS}
 
 
 def _check_domains(tasks: Sequence[Task]) -> None:

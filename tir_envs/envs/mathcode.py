@@ -14,25 +14,14 @@ from typing import Any, Mapping, Sequence
 from tir_envs.data.math import load_math_tasks
 from tir_envs.data.task import Task
 from tir_envs.env import TIREnv
+from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols import MathProtocol, math_protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.tools.base import Tool
 from tir_envs.trajectory import Trajectory
-
-
-def python_tool(backend: str, timeout_s: float, stateful: bool, error_style: str) -> Tool:
-    """The project's Python sandbox, configured for a protocol."""
-    from tir_envs.tools.python import PythonTool
-    return PythonTool(backend=backend, timeout_s=timeout_s, stateful=stateful,
-                      error_style=error_style)
-
-
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be a positive int (or None for the protocol's default), "
-                         f"got {value!r}")
+from tir_envs.validation import check_positive_int
 
 
 class MathCodeEnv(TIREnv):
@@ -41,8 +30,8 @@ class MathCodeEnv(TIREnv):
     ``protocol``: ``"torl"`` (default), ``"zerotir"``, ``"rite"`` or a ``MathProtocol``.
     ``tasks``: Tasks/dicts, a shipped dataset name (``math500``, ``aime2024``, ``aime2025``,
     ``gsm8k``), or a JSONL/Parquet path; default MATH-500.
-    ``tool``: a ``Tool`` named ``python`` to use instead of the local sandbox built from
-    ``backend``, ``tool_timeout_s`` and ``stateful``.
+    ``tool``: a ``Tool`` named ``python`` to use instead of the sandbox built from ``backend``,
+    ``stateful`` and ``tool_timeout_s`` (``tir_envs.envs.tooling``: local, stateful, 10 s).
     ``max_tool_calls``: python calls per episode (ToRL's C = 1, ZeroTIR's N_max = 20, RITE: no
     cap beyond ``max_turns``).  Other budgets default to the protocol's values.
     Reward: ``reward`` (a ``MathReward``), or one built from ``correct_reward``/``wrong_reward``
@@ -55,29 +44,32 @@ class MathCodeEnv(TIREnv):
 
     env_id = "tir/MathCode-v0"
     default_tasks = "math500"
+    configured_tools = ("python",)
 
     def __init__(self, protocol: str | MathProtocol = "torl", tasks: Any = None,
-                 tokenizer: Any = None, tool: Tool | None = None, backend: str = "local",
-                 stateful: bool = True, tool_timeout_s: float = 10.0,
+                 tokenizer: Any = None, tool: Tool | None = None,
                  max_tool_calls: int | None = None, max_turns: int | None = None,
                  max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
                  reward: MathReward | None = None, correct_reward: float | None = None,
                  wrong_reward: float | None = None, exec_error_penalty: float = 0.0,
                  tool_penalties: Mapping[str, float] | None = None, format_reward: bool = True,
                  grader: GraderPool | None = None, extraction: str = "boxed",
-                 use_tools: bool = True, render_mode: str | None = None):
-        proto = math_protocol(protocol, stateful, extraction)
+                 use_tools: bool = True, render_mode: str | None = None, **tool_kwargs: Any):
+        python = pop_tool_config(tool_kwargs, "python")["python"]
+        if tool_kwargs:
+            raise TypeError(f"MathCodeEnv got unexpected keyword argument(s) "
+                            f"{sorted(tool_kwargs)}")
+        proto = math_protocol(protocol, python.stateful, extraction)
         b = proto.budgets
-        for name, value in (("max_tool_calls", max_tool_calls), ("max_turns", max_turns),
-                            ("max_obs_tokens", max_obs_tokens),
-                            ("max_total_tokens", max_total_tokens)):
-            _positive(name, value)
+        check_positive_int(max_tool_calls=max_tool_calls, max_turns=max_turns,
+                           max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
+                           allow_none=True)
         if tool is not None and (not isinstance(tool, Tool) or tool.name != "python"):
             raise TypeError(f"tool must be a Tool named 'python', got {tool!r}")
         calls = max_tool_calls if max_tool_calls is not None else b.max_tool_calls
-        self.stateful = stateful
+        self.stateful = python.stateful
         self._owns_tool = tool is None
-        tool = tool or python_tool(backend, tool_timeout_s, stateful, b.error_style)
+        tool = tool or python.build(proto.sandbox_error_style)
         super().__init__(
             tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool],
             max_turns=max_turns or proto.max_turns_for(calls),
@@ -86,8 +78,9 @@ class MathCodeEnv(TIREnv):
             use_tools=use_tools, render_mode=render_mode)
         self.format_reward = format_reward
         self.reward = reward or MathReward(
-            correct_reward=b.correct_reward if correct_reward is None else correct_reward,
-            wrong_reward=b.wrong_reward if wrong_reward is None else wrong_reward,
+            correct_reward=proto.outcome_values.correct if correct_reward is None
+            else correct_reward,
+            wrong_reward=proto.outcome_values.wrong if wrong_reward is None else wrong_reward,
             exec_error_penalty=exec_error_penalty, tool_penalties=dict(tool_penalties or {}),
             grader=grader)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.protocols.math import EXTRACTIONS, MathBudgets, MathProtocol
+from tir_envs.protocols.math import EXTRACTIONS, MathProtocol, OutcomeValues
 from tir_envs.protocols.rite import RITEProtocol
 from tir_envs.protocols.torl import ToRLProtocol
 from tir_envs.protocols.zerotir import ZeroTIRProtocol
@@ -32,5 +32,5 @@ def math_protocol(protocol: str | MathProtocol, stateful: bool = True,
     return chosen
 
 
-__all__ = ["Budgets", "EpisodeState", "Protocol", "MathBudgets", "MathProtocol",
+__all__ = ["Budgets", "EpisodeState", "Protocol", "OutcomeValues", "MathProtocol",
            "MATH_PROTOCOLS", "math_protocol", "ToRLProtocol", "ZeroTIRProtocol", "RITEProtocol"]

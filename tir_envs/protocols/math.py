@@ -13,12 +13,11 @@ STANDALONE_INSTRUCTION = "Please reason step by step, and put your final answer 
 
 
 @dataclass(frozen=True)
-class MathBudgets(Budgets):
-    """Budgets plus the reward values and error style a math protocol starts from."""
+class OutcomeValues:
+    """The outcome reward a math paper gives a correct answer and a wrong (or missing) one."""
 
-    correct_reward: float = 1.0
-    wrong_reward: float = 0.0
-    error_style: str = "full"  # how the sandbox reports errors: "full" or "last_line"
+    correct: float = 1.0
+    wrong: float = 0.0
 
 
 EXTRACTIONS = ("boxed", "fallback")
@@ -30,7 +29,12 @@ class MathProtocol(Protocol):
     unboxed final answer ("the final answer is ...", the last ``$...$``): for evaluation
     suites that ask for it; the RL protocols keep ``"boxed"``."""
 
-    budgets = MathBudgets()
+    budgets = Budgets()
+    #: the paper's outcome reward values (the env's reward defaults)
+    outcome_values = OutcomeValues()
+    #: how the paper's executor shows a failed run: the whole traceback ("full") or its
+    #: last line ("last_line"); the env's sandbox is configured to match
+    sandbox_error_style = "full"
     extraction = "boxed"
 
     def tool_prompt(self, question: str):

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 
 from tir_envs.formats.json_calls import JsonFormat
-from tir_envs.protocols.base import EpisodeState
-from tir_envs.protocols.math import MathBudgets, MathProtocol
+from tir_envs.protocols.base import Budgets, EpisodeState
+from tir_envs.protocols.math import MathProtocol, OutcomeValues
 from tir_envs.rewards.math.extract import extract_final_answer
 from tir_envs.rewards.math.interleave import interleaved_format_score
 
@@ -65,9 +65,10 @@ class RITEProtocol(MathProtocol):
     name = "rite"
     chat = True
     observation_role = "tool"
-    budgets = MathBudgets(max_turns=16, max_tool_calls=None, max_obs_tokens=1024,
-                          max_total_tokens=1024 + 8192, correct_reward=1.0, wrong_reward=0.0,
-                          error_style="full")
+    budgets = Budgets(max_turns=16, max_tool_calls=None, max_obs_tokens=1024,
+                      max_total_tokens=1024 + 8192)
+    outcome_values = OutcomeValues(correct=1.0, wrong=0.0)
+    sandbox_error_style = "full"
 
     def __init__(self, stateful: bool = True) -> None:
         super().__init__(JsonFormat())

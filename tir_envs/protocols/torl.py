@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.markdown import LastBlockFormat
-from tir_envs.protocols.base import EpisodeState
-from tir_envs.protocols.math import MathBudgets, MathProtocol
+from tir_envs.protocols.base import Budgets, EpisodeState
+from tir_envs.protocols.math import MathProtocol, OutcomeValues
 
 # The prompt template of the ToRL training script (data.template_type=tir_base_0309).
 TORL_TEMPLATE = (
@@ -44,9 +44,10 @@ def torl_output_text(text: str) -> str:
 class ToRLProtocol(MathProtocol):
     name = "torl"
     chat = False
-    budgets = MathBudgets(max_turns=2, max_tool_calls=1, max_obs_tokens=512,
-                          max_total_tokens=400 + 3072, correct_reward=1.0, wrong_reward=-1.0,
-                          error_style="last_line")
+    budgets = Budgets(max_turns=2, max_tool_calls=1, max_obs_tokens=512,
+                      max_total_tokens=400 + 3072)
+    outcome_values = OutcomeValues(correct=1.0, wrong=-1.0)
+    sandbox_error_style = "last_line"
 
     def __init__(self, stateful: bool = True) -> None:
         super().__init__(LastBlockFormat(stop=[OUTPUT_OPENER]))

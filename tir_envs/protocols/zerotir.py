@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.markdown import MarkdownFormat
-from tir_envs.protocols.base import EpisodeState
-from tir_envs.protocols.math import MathBudgets, MathProtocol
+from tir_envs.protocols.base import Budgets, EpisodeState
+from tir_envs.protocols.math import MathProtocol, OutcomeValues
 
 # The prompt template of the ZeroTIR evaluation/training code ('orz_tir').
 ZEROTIR_TEMPLATE = (
@@ -47,9 +47,10 @@ def opens_block(text: str) -> bool:
 class ZeroTIRProtocol(MathProtocol):
     name = "zerotir"
     chat = False
-    budgets = MathBudgets(max_turns=43, max_tool_calls=20, max_obs_tokens=512,
-                          max_total_tokens=1024 + 8192, correct_reward=1.0, wrong_reward=0.0,
-                          error_style="full")
+    budgets = Budgets(max_turns=43, max_tool_calls=20, max_obs_tokens=512,
+                      max_total_tokens=1024 + 8192)
+    outcome_values = OutcomeValues(correct=1.0, wrong=0.0)
+    sandbox_error_style = "full"
 
     def __init__(self, stateful: bool = True) -> None:
         super().__init__(MarkdownFormat(stop=[OPEN_FENCE]))

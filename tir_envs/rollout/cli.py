@@ -31,8 +31,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--model", help="served model name (openai policy)")
     p.add_argument("--api-key", help="bearer token for the openai policy")
     p.add_argument("--tokenizer", help="tokenizer folder shared by env and policy")
-    p.add_argument("--tasks", help="tasks file (.jsonl/.parquet with 'question' and 'answer'); "
-                                   "default: the env's own tasks")
+    p.add_argument("--tasks", help="a dataset name the env ships (e.g. aime2024, hotpotqa, "
+                                   "spider) or a tasks file (.jsonl/.parquet with 'question' "
+                                   "and 'answer'); default: the env's own tasks")
     p.add_argument("--limit", type=positive_int, help="use only the first N tasks")
     p.add_argument("--samples", type=positive_int, default=1,
                    help="episodes per task (GRPO group size)")
@@ -116,13 +117,26 @@ def build_policy(args: argparse.Namespace):
         raise SystemExit(f"--policy {exc.spec!r}: {exc.problem}") from None
 
 
-def load_tasks(args: argparse.Namespace):
+#: suffixes that make ``--tasks`` a file, never a dataset name
+TASK_FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def load_tasks(args: argparse.Namespace, env_kwargs: dict[str, Any]):
+    """The ``tasks`` argument of ``collect``.  A dataset name (no such file) goes to the env,
+    whose own loader knows its shipped names and says which exist; ``--limit`` then takes
+    the first N of them."""
     if args.tasks is None:
         return args.limit  # None: all the env's tasks; N: the first N
+    path = Path(args.tasks)
+    if not path.exists():
+        if path.suffix in TASK_FILE_SUFFIXES:
+            raise SystemExit(f"--tasks {args.tasks!r}: no such file")
+        if "tasks" in env_kwargs:
+            raise SystemExit(f"--tasks {args.tasks!r} and --env-arg tasks=...: give one of them")
+        env_kwargs["tasks"] = args.tasks
+        return args.limit
     from tir_envs.data.loaders import read_records
 
-    if not Path(args.tasks).exists():
-        raise SystemExit(f"--tasks {args.tasks!r}: no such file")
     records = read_records(args.tasks, required=())
     return records[:args.limit] if args.limit else records
 
@@ -135,10 +149,11 @@ def run(args: argparse.Namespace) -> int:
     env_kwargs = parse_env_args(args.env_arg)
     policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
+    tasks = load_tasks(args, env_kwargs)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     try:
-        out = collect(args.env, policy, load_tasks(args), samples_per_task=args.samples,
+        out = collect(args.env, policy, tasks, samples_per_task=args.samples,
                       max_concurrency=args.concurrency, sampling=sampling,
                       episode_timeout_s=args.timeout, out=args.out, progress=not args.no_progress,
                       mode=args.mode, env_kwargs=env_kwargs, seed=args.seed)

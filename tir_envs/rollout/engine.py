@@ -39,6 +39,7 @@ from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Policy, SamplingParams
 from tir_envs.rollout.runner import EnvSpec, EpisodeRunner, Lockstep
 from tir_envs.trajectory import Trajectory
+from tir_envs.validation import check_positive_int, check_positive_number
 
 log = logging.getLogger(__name__)
 
@@ -185,13 +186,8 @@ def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list
 
 def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: float | None,
                 mode: str) -> None:
-    if not isinstance(samples_per_task, int) or samples_per_task < 1:
-        raise ValueError(f"samples_per_task must be a positive int, got {samples_per_task!r}")
-    if not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be a positive int, got {max_concurrency!r}")
-    if episode_timeout_s is not None and not episode_timeout_s > 0:
-        raise ValueError(f"episode_timeout_s must be > 0 seconds or None, "
-                         f"got {episode_timeout_s!r}")
+    check_positive_int(samples_per_task=samples_per_task, max_concurrency=max_concurrency)
+    check_positive_number(episode_timeout_s=episode_timeout_s, unit="seconds", allow_none=True)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 

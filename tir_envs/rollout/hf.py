@@ -29,6 +29,7 @@ from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.rollout.stops import cut_at_stop, first_stop
 from tir_envs.tokenizer import load_tokenizer
 from tir_envs.codec import Codec
+from tir_envs.validation import check_positive_int
 
 
 @dataclass
@@ -72,8 +73,7 @@ class HFPolicy:
         if not hasattr(model, "generate"):
             raise TypeError(f"model must be a transformers causal LM or a path; got "
                             f"{type(model).__name__}")
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        check_positive_int(max_batch_size=max_batch_size)
         self.model = model
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)

@@ -33,6 +33,7 @@ from tir_envs.limits import GenerationLimits
 from tir_envs.rollout.async_env import AsyncEnv
 from tir_envs.rollout.policy import Generation, Policy, PolicyError, SamplingParams
 from tir_envs.trajectory import EpisodeFailure, Trajectory
+from tir_envs.validation import check_positive_number
 
 EnvSpec = Union[str, Callable[[], gym.Env], Sequence[gym.Env]]
 
@@ -200,9 +201,8 @@ class EpisodeRunner:
     def __init__(self, env: EnvSpec, *, env_kwargs: dict[str, Any] | None = None,
                  sampling: SamplingParams | None = None,
                  episode_timeout_s: float | None = None):
-        if episode_timeout_s is not None and not episode_timeout_s > 0:
-            raise ValueError(f"episode_timeout_s must be > 0 seconds or None, "
-                             f"got {episode_timeout_s!r}")
+        check_positive_number(episode_timeout_s=episode_timeout_s, unit="seconds",
+                              allow_none=True)
         self.sampling = sampling or SamplingParams()
         self.episode_timeout_s = episode_timeout_s
         self._pool = _EnvPool(env, env_kwargs)

@@ -2,7 +2,8 @@
 
 One step:
   1. ``fill_batch``: ``tasks_per_step`` tasks × ``samples_per_task`` episodes through
-     ``tir_envs.rollout.collect``; void and infra-failed episodes are marked; groups outside the
+     ``tir_envs.rollout.collect`` on the trainer's ``EpisodeRunner`` (its env pool stays warm
+     across steps); void and infra-failed episodes are marked; groups outside the
      accuracy band are dropped and fresh tasks rolled out until the batch is full again.
   2. ``build_batch``: group-relative advantages (GRPO or Dr. GRPO) and padded tensors.
   3. ``update``: ``ppo_epochs`` passes over mini-batches; each mini-batch is one optimizer step,
@@ -22,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from tir_envs.rollout import SamplingParams, collect
+from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
 from trainers.grpo.batch import TrainBatch, build_batch
 from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from trainers.grpo.config import GRPOConfig, validate
@@ -78,7 +79,9 @@ class GRPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
         self.policy = policy if policy is not None else self._make_policy()
-        self._envs: list = []  # rollout envs, made on first use and kept warm across steps
+        # one env per concurrent episode, made on first use and kept warm across steps, so
+        # sandboxes, database connections and indexes are not rebuilt every step
+        self.runner = EpisodeRunner(self.make_env, episode_timeout_s=c.rollout.episode_timeout_s)
         self.pad_id = _pad_id(self.tokenizer)
         self.vocab = len(self.tokenizer)  # the ids the policy samples from (no padded rows)
         self.out_dir = Path(c.train.output_dir)
@@ -178,10 +181,9 @@ class GRPOTrainer:
         self._round += 1
         sampling = SamplingParams(max_tokens=r.max_tokens, temperature=r.temperature,
                                   top_p=r.top_p, top_k=r.top_k, seed=seed)
-        rollouts = collect(self._rollout_envs(), self.policy, self.tasks.next(n),
+        rollouts = collect(self.runner, self.policy, self.tasks.next(n),
                            samples_per_task=r.samples_per_task, max_concurrency=r.max_concurrency,
-                           sampling=sampling, episode_timeout_s=r.episode_timeout_s,
-                           progress=c.train.progress, mode=r.mode, seed=seed)
+                           sampling=sampling, progress=c.train.progress, mode=r.mode, seed=seed)
         self._generated += rollouts.stats.policy_tokens
         return [mark_exclusions(Group(f"{self.step}:{i}", g), c.algorithm.mask_void,
                                 c.algorithm.mask_infra) for i, g in enumerate(rollouts.groups())]
@@ -289,17 +291,8 @@ class GRPOTrainer:
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         push((name, t.detach().to(dtype)) for name, t in self.model.state_dict().items())
 
-    def _rollout_envs(self) -> list:
-        """One env per concurrent slot, made once and reused every step, so sandboxes,
-        database connections and indexes stay warm across steps."""
-        want = self.config.rollout.max_concurrency
-        self._envs.extend(self.make_env() for _ in range(want - len(self._envs)))
-        return self._envs[:want]
-
     def close(self) -> None:
-        envs, self._envs = self._envs, []
-        for env in envs:
-            env.close()
+        self.runner.close()
         closer = getattr(self.policy, "close", None)
         if closer is not None:
             closer()

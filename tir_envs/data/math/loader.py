@@ -18,6 +18,7 @@ from tir_envs.data.loaders import (DatasetError, check_record, expect_count,
                                     iter_located_jsonl, read_records)
 from tir_envs.data.task import Task
 from tir_envs.rewards.math.extract import last_boxed_answer
+from tir_envs.validation import check_positive_int
 
 QUESTION_FIELDS = ("problem", "question", "prompt")
 ANSWER_FIELDS = ("answer", "final_answer", "solution")
@@ -96,6 +97,45 @@ def _pick(record: dict[str, Any], given: str | None, candidates: Sequence[str], 
                        f"{what}_field=...); the record has {sorted(record)}")
 
 
+#: a bare final answer given as a ``solution``: one line, short, at most one word once LaTeX
+#: commands are dropped ("4", "x = 2", "\\frac{1}{2}", "Monday"; not "no box here")
+_BARE_ANSWER_CHARS = 50
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def is_bare_answer(text: str) -> bool:
+    """Whether a ``solution`` without ``\\boxed{}`` or ``####`` is itself the final answer."""
+    text = text.strip()
+    return (bool(text) and "\n" not in text and len(text) <= _BARE_ANSWER_CHARS
+            and len(_WORD.findall(_LATEX_COMMAND.sub(" ", text))) <= 1)
+
+
+def _final_answer(value: Any, field: str, where: str) -> str:
+    """The gold final answer in ``value`` (the record's ``field``), or an error saying which
+    form was expected and what the record has instead."""
+    if field != "solution" or not isinstance(value, str):
+        answer = gold_answer(value)
+        if answer is None:
+            raise DatasetError(f"{where}: field {field!r} holds no final answer: expected a "
+                               f"non-empty string or a number, got {type(value).__name__} "
+                               f"{str(value)[:60]!r}")
+        return answer
+    # A worked solution counts through its boxed (or '#### n') final answer; a short one
+    # with neither is the answer itself.
+    if "####" in value or "\\boxed" in value or "\\fbox" in value:
+        answer = gold_answer(value)
+    else:
+        answer = gold_answer(value) if is_bare_answer(value) else None
+    if answer is None:
+        raise DatasetError(
+            f"{where}: field 'solution' holds no final answer: a worked solution needs it in "
+            "\\boxed{...} or after '#### ', and a bare answer must be one short line (at most "
+            f"{_BARE_ANSWER_CHARS} characters, one word); got {value.strip()[:60]!r}. Add an "
+            "'answer' field, or name the field with answer_field=...")
+    return answer
+
+
 def record_to_task(record: Any, where: str, index: int, dataset: str = "",
                    question_field: str | None = None, answer_field: str | None = None,
                    id_field: str | None = None) -> Task:
@@ -107,14 +147,7 @@ def record_to_task(record: Any, where: str, index: int, dataset: str = "",
     if not isinstance(question, str) or not question.strip():
         raise DatasetError(f"{where}: field {qf!r} must be a non-empty string, got "
                            f"{type(question).__name__} {str(question)[:40]!r}")
-    # A worked solution only counts through its boxed (or '#### n') final answer.
-    value = record[af]
-    solution_like = af == "solution" and isinstance(value, str) and "####" not in value
-    answer = (last_boxed_answer(value) if solution_like else gold_answer(value))
-    if answer is None:
-        raise DatasetError(f"{where}: field {af!r} holds no final answer ({type(record[af]).__name__}"
-                           f" {str(record[af])[:60]!r}); expected a string or number, a solution "
-                           "ending in '#### n', or one with \\boxed{}")
+    answer = _final_answer(record[af], af, where)
     raw_id = record.get(id_field) if id_field else record.get("id", record.get("unique_id"))
     task_id = str(raw_id) if raw_id is not None else str(index)
     if dataset:
@@ -148,8 +181,7 @@ def load_math_tasks(source: str | Path = "math500", *, split: str = "test",
     30, 1319).  ``question_field``/``answer_field`` name the fields when they are not the usual
     ones.  ``limit`` keeps the first ``limit`` tasks.
     """
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    check_positive_int(limit=limit, allow_none=True)
     key = _ALIASES.get(str(source).lower(), str(source).lower())
     if key in MATH_DATASETS and not Path(source).exists():
         tasks = list(_load_shipped(key))

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Callable
 
 from tir_envs.data.task import Task
+from tir_envs.validation import check_positive_int
 
 Problem = tuple[str, str]  # (question, exact answer as the grader reads it)
 
@@ -85,8 +86,7 @@ TEMPLATES: tuple[Callable[[random.Random], Problem], ...] = (
 
 def generate_math_tasks(n: int, seed: int = 0) -> list[Task]:
     """``n`` generated problems (templates in turn), ids ``synthetic-math/<seed>-<i>``."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_positive_int(n=n)
     rng = random.Random(seed)
     tasks, seen = [], set()
     i = 0

@@ -38,6 +38,7 @@ from typing import Iterable, Sequence
 from tir_envs.rewards.math.extract import graded_text
 from tir_envs.rewards.math.normalize import DEFAULT_REL_TOL, prepare_answer, quick_verdict
 from tir_envs.rewards.math.worker import read_message, write_message
+from tir_envs.validation import check_positive_int, check_positive_number
 
 # Statuses of a Grade.
 QUICK = "quick"        # settled in the caller (no answer, equal strings, plain numbers)
@@ -152,10 +153,8 @@ class GraderPool:
     def __init__(self, workers: int = 2, timeout_s: float = 5.0, memory_mb: int | None = 1024,
                  cache_size: int = 65536, max_answer_chars: int = 4000,
                  startup_timeout_s: float = 120.0, rel_tol: float = DEFAULT_REL_TOL):
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be a positive int, got {workers!r}")
-        if not timeout_s or timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+        check_positive_int(workers=workers)
+        check_positive_number(timeout_s=timeout_s, unit="seconds")
         if not isinstance(rel_tol, (int, float)) or not 0 <= rel_tol < 1:
             raise ValueError(f"rel_tol must be a number in [0, 1) (e.g. 1e-6), got {rel_tol!r}")
         self.rel_tol = float(rel_tol)

@@ -25,6 +25,7 @@ from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.python.sandbox.capture import sanitize, truncate_text
+from tir_envs.validation import check_positive_int
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -94,8 +95,7 @@ class E2BBackend(SandboxBackend):
                    "template": template, "timeout": int(sandbox_timeout_s),
                    "request_timeout": request_timeout_s, **create_options}
         self.create_options = {k: v for k, v in options.items() if v is not None}
-        if max_workers < 1:
-            raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
+        check_positive_int(max_workers=max_workers)
         self._executor = cf.ThreadPoolExecutor(max_workers, thread_name_prefix="tir-e2b")
 
     async def _blocking(self, fn, *args, **kwargs):

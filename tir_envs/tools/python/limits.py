@@ -4,17 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
-def _positive(name: str, value, *, allow_none: bool = True, integer: bool = False):
-    if value is None and allow_none:
-        return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok:
-        kind = "a positive integer" if integer else "a positive number"
-        extra = " or None (no limit)" if allow_none else ""
-        raise ValueError(f"{name} must be {kind}{extra}, got {value!r}")
+from tir_envs.validation import check_positive_int, check_positive_number
 
 
 @dataclass(frozen=True)
@@ -42,10 +32,11 @@ class Limits:
     max_output_chars: int = 8192
 
     def __post_init__(self) -> None:
-        _positive("timeout_s", self.timeout_s, allow_none=False)
-        for name in ("memory_mb", "cpu_s", "nproc", "nofile", "fsize_mb"):
-            _positive(name, getattr(self, name), integer=True)
-        _positive("max_output_chars", self.max_output_chars, allow_none=False, integer=True)
+        check_positive_number(timeout_s=self.timeout_s, unit="seconds")
+        check_positive_int(memory_mb=self.memory_mb, cpu_s=self.cpu_s, nproc=self.nproc,
+                           nofile=self.nofile, fsize_mb=self.fsize_mb, allow_none=True,
+                           hint="None means no limit")
+        check_positive_int(max_output_chars=self.max_output_chars)
         if self.nofile is not None and self.nofile < 16:
             raise ValueError(f"nofile must be at least 16 (the interpreter needs a few), "
                              f"got {self.nofile}")

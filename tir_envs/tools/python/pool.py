@@ -46,6 +46,7 @@ from tir_envs.tools.python import launcher, syscall_filter
 from tir_envs.tools.python.cgroups import CgroupTree, SessionCgroup
 from tir_envs.tools.python.reactor import Reactor, get_reactor
 from tir_envs.tools.python.sandbox import protocol
+from tir_envs.validation import check_positive_int
 
 __all__ = ["PoolConfig", "SandboxPool", "SandboxUnavailable", "SessionHandle", "get_pool",
            "shutdown_pools"]
@@ -110,12 +111,8 @@ class PoolConfig:
                              f"got {self.isolation!r}")
         if self.spares is not None and (not isinstance(self.spares, int) or self.spares < 0):
             raise ValueError(f"spares must be a non-negative integer or None, got {self.spares!r}")
-        if self.max_sessions is not None and (not isinstance(self.max_sessions, int)
-                                              or self.max_sessions < 1):
-            raise ValueError(f"max_sessions must be a positive integer or None, "
-                             f"got {self.max_sessions!r}")
-        if not isinstance(self.disk_mb, int) or self.disk_mb < 1:
-            raise ValueError(f"disk_mb must be a positive integer, got {self.disk_mb!r}")
+        check_positive_int(max_sessions=self.max_sessions, allow_none=True)
+        check_positive_int(disk_mb=self.disk_mb)
         if self.interrupt_grace_s < 0:
             raise ValueError(f"interrupt_grace_s must be >= 0, got {self.interrupt_grace_s!r}")
         object.__setattr__(self, "preload", tuple(self.preload))

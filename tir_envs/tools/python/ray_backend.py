@@ -20,6 +20,7 @@ from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
+from tir_envs.validation import check_positive_int
 
 
 def _load_ray():
@@ -82,8 +83,7 @@ class RayBackend(SandboxBackend):
                  name: str = "tir-python-sandbox", namespace: str = "tir_envs",
                  detached: bool = False, actor_options: dict | None = None,
                  init_options: dict | None = None, **local_options: Any):
-        if not isinstance(num_hosts, int) or num_hosts < 1:
-            raise ValueError(f"num_hosts must be a positive integer, got {num_hosts!r}")
+        check_positive_int(num_hosts=num_hosts)
         self.ray = _load_ray()
         if not self.ray.is_initialized():
             self.ray.init(address=address, namespace=namespace, **(init_options or {}))

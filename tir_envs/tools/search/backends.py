@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tir_envs.tools.search.corpus import BACKENDS, detect_backend
+from tir_envs.tools.search.corpus import BACKENDS, build_command, detect_backend
 from tir_envs.tools.search.retriever import Retriever
 
 _shared: dict[str, Retriever] = {}
@@ -34,9 +34,10 @@ def check_source(source: Any, backend: str = "auto") -> None:
         return  # the HTTP client is the standard library's
     if isinstance(source, (str, Path)):
         if not Path(source).is_dir():
-            raise FileNotFoundError(f"no index folder at {source}; build one with `tir-envs "
-                                    "index build CORPUS.jsonl OUT_DIR` or pass retriever=None "
-                                    "for the shipped HotpotQA index")
+            raise FileNotFoundError(f"no index folder at {source}; build one with "
+                                    f"`{build_command(source)}` (a JSONL corpus: 'id' + "
+                                    "'contents', or 'title' + 'text', per line) or pass "
+                                    "retriever=None for the shipped HotpotQA index")
         return
     if source is not None:
         return  # a Retriever or a factory: the caller's own

@@ -91,12 +91,19 @@ def write_manifest(index: Path, **fields: Any) -> None:
                                   encoding="utf-8")
 
 
+def build_command(out: str | Path, corpus: str = "corpus.jsonl", backend: str = "") -> str:
+    """The ``tir-envs index build`` command that creates the index ``out``: every error that
+    finds no index names it, so the fix can be pasted as it is (after writing ``corpus``)."""
+    extra = f" --backend {backend}" if backend else ""
+    return f"tir-envs index build --corpus {corpus} --out {out}{extra}"
+
+
 def detect_backend(index: str | Path) -> str:
     """The backend that reads ``index``: from its manifest, or ``lucene`` for a Lucene folder."""
     path = Path(index)
     if not path.is_dir():
         raise FileNotFoundError(f"index {path} does not exist; build one with "
-                                f"`tir-envs index build --corpus corpus.jsonl --out {path}`")
+                                f"`{build_command(path)}`")
     manifest = read_manifest(path)
     if manifest is not None:
         return manifest["backend"]

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from tir_envs.tools.search.backends import auto_backend, build_index, shared_retriever
-from tir_envs.tools.search.corpus import file_lock, read_manifest, write_jsonl
+from tir_envs.tools.search.corpus import build_command, file_lock, read_manifest, write_jsonl
 from tir_envs.tools.search.retriever import Retriever, contents_of
 
 #: bump when the corpus layout or index settings change, so stale caches are rebuilt
@@ -55,7 +55,8 @@ def hotpotqa_index(backend: str = "auto") -> Path:
     backend = auto_backend() if backend == "auto" else backend
     if backend not in ("lucene", "bm25"):
         raise ValueError(f"the default HotpotQA index is lucene or bm25, not {backend!r}; "
-                         "build a dense one with `tir-envs index build --backend dense`")
+                         "build a dense one with "
+                         f"`{build_command('dense-idx', 'hotpotqa', 'dense')} --model MODEL_DIR`")
     corpus = hotpotqa_corpus()
     root = cache_dir() / "search"
     out = root / f"hotpotqa-{backend}-v{VERSION}"

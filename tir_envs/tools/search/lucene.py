@@ -40,7 +40,9 @@ class LuceneRetriever(Retriever):
         jvm.autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_QUERY_TERMS)
         self._array_list = jvm.autoclass("java.util.ArrayList")
         try:
-            self._searcher = searcher_class(self.index)
+            # absolute: the JVM resolves a relative path against the directory it started in,
+            # which is not Python's current one after an os.chdir
+            self._searcher = searcher_class(str(Path(self.index).resolve()))
         except Exception as exc:  # noqa: BLE001 - a JavaException: unreadable index
             raise RetrieverError(f"cannot open Lucene index {self.index}: {exc}") from exc
         self._searcher.set_bm25(float(k1), float(b))

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from tir_envs.validation import check_positive_int
+
 
 class RetrieverError(RuntimeError):
     """The retriever itself failed (index missing, JVM or server down): infrastructure."""
@@ -147,6 +149,5 @@ class Retriever:
 
 
 def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (top-k) must be a positive int, got {k!r}")
+    check_positive_int(k=k, hint="k is top-k, the documents per search")
     return k

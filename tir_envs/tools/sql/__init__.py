@@ -7,8 +7,8 @@ statement with a time limit on either engine; ``render_table`` and ``render_sche
 text the policy reads.
 """
 
-from tir_envs.tools.sql.database import (ENGINE_NAMES, EngineSettings, SQLDatabase,
-                                         find_database, open_database, task_database_path)
+from tir_envs.data.databases import find_database, task_database_path
+from tir_envs.tools.sql.database import ENGINE_NAMES, EngineSettings, SQLDatabase, open_database
 from tir_envs.tools.sql.executor import run_query
 from tir_envs.tools.sql.result import QueryResult
 from tir_envs.tools.sql.schema import SchemaStyle, describe_database, render_schema

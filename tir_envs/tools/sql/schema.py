@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, open_database,
-                                         task_database_path)
+from tir_envs.data.databases import task_database_path
+from tir_envs.tools.sql.database import EngineSettings, SQLDatabase, open_database
 from tir_envs.tools.sql.table import render_table
 
 if TYPE_CHECKING:

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.data.databases import task_database_path
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
-                                         open_database, task_database_path)
+                                         open_database)
 from tir_envs.tools.sql.executor import QueryResult, run_query
 from tir_envs.tools.sql.table import render_table
+from tir_envs.validation import check_positive_int
 
 _STATUS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "refused": ToolStatus.ERROR,
            "timeout": ToolStatus.TIMEOUT}
@@ -35,10 +37,8 @@ class ResultLimits:
     count_rows: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("max_rows", "max_chars", "max_cell_chars", "count_rows"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_int(max_rows=self.max_rows, max_chars=self.max_chars,
+                           max_cell_chars=self.max_cell_chars, count_rows=self.count_rows)
 
 
 class SQLTool(Tool):

@@ -1,0 +1,125 @@
+"""The tools the shipped envs build, and the keywords that configure them, defined once.
+
+Every env with a search tool (``tir/Search-v0``, ``tir/AutoTIR-v0``) takes the same search
+keywords, every env with the Python sandbox (``tir/MathCode-v0``, ``tir/AutoTIR-v0``) the same
+sandbox keywords, and each tool's timeout is ``tool_timeout_s`` (one number; for an env with
+several tools, one number for all or a dict by tool name):
+
+========================  =========  ===============================================
+keyword                   default    meaning
+========================  =========  ===============================================
+``retriever``             ``None``   a ``Retriever``, an index folder, a retrieval-
+                                     server URL or a factory; ``None``: the shipped
+                                     HotpotQA paragraph index
+``search_backend``        ``auto``   ``lucene``, ``bm25`` or ``auto`` (Lucene when Java
+                                     21 is there)
+``topk``                  3          documents per search
+``backend``               ``local``  the sandbox: ``local``, ``e2b``, ``ray`` or a
+                                     ``SandboxBackend``
+``stateful``              ``True``   one interpreter per episode (``False``: each call
+                                     runs alone, as the papers' one-shot executors)
+``tool_timeout_s``        search 30 s, python 10 s, sql 5 s
+========================  =========  ===============================================
+
+An env pops its tools' keywords from its ``**kwargs`` with ``pop_tool_config`` (unknown
+keywords then reach ``TIREnv`` and are refused there, by name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tir_envs.tools.base import Tool
+from tir_envs.tools.search.tool import RetrieverSource, SearchTool
+from tir_envs.validation import check_positive_int, check_positive_number
+
+#: each tool's default timeout (seconds per call)
+DEFAULT_TIMEOUTS = {"search": 30.0, "python": 10.0, "sql": 5.0}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The search tool's keywords (see the module table)."""
+
+    retriever: RetrieverSource | None = None
+    search_backend: str = "auto"
+    topk: int = 3
+    timeout_s: float = DEFAULT_TIMEOUTS["search"]
+
+    def build(self) -> SearchTool:
+        """The ``search`` tool, its source checked now so a wrong backend, folder or missing
+        extra fails at construction, not at the first search."""
+        from tir_envs.tools.search.backends import check_source
+        check_source(self.retriever, self.search_backend)
+        retriever = self.retriever
+        if retriever is None:
+            retriever = _default_retriever(self.search_backend)
+        return SearchTool(retriever, topk=self.topk, timeout_s=self.timeout_s)
+
+
+@dataclass(frozen=True)
+class PythonConfig:
+    """The Python sandbox's keywords (see the module table)."""
+
+    backend: Any = "local"
+    stateful: bool = True
+    timeout_s: float = DEFAULT_TIMEOUTS["python"]
+
+    def build(self, error_style: str = "full") -> Tool:
+        """The ``python`` tool; ``error_style``: how the protocol's paper shows a failed run."""
+        from tir_envs.tools.python import PythonTool
+        return PythonTool(backend=self.backend, timeout_s=self.timeout_s,
+                          stateful=self.stateful, error_style=error_style)
+
+
+_CONFIGS = {"search": (SearchConfig, ("retriever", "search_backend", "topk")),
+            "python": (PythonConfig, ("backend", "stateful"))}
+
+
+def tool_keywords(tools: tuple[str, ...] | list[str]) -> set[str]:
+    """The keywords that configure ``tools`` (what ``pop_tool_config`` takes)."""
+    names = {key for name in tools for key in _CONFIGS[name][1]}
+    return names | {"tool_timeout_s"} if tools else names
+
+
+def pop_tool_config(kwargs: dict[str, Any], *tools: str) -> dict[str, Any]:
+    """The configuration of each of ``tools`` (``"search"``, ``"python"``), popped from an env's
+    keyword arguments, with their timeouts from ``tool_timeout_s``; checked now."""
+    timeouts = tool_timeouts(kwargs.pop("tool_timeout_s", None), tools)
+    out = {}
+    for name in tools:
+        cls, keys = _CONFIGS[name]
+        given = {key: kwargs.pop(key) for key in keys if key in kwargs}
+        out[name] = cls(**given, timeout_s=timeouts[name])
+    if "search" in out:
+        check_positive_int(topk=out["search"].topk, hint="documents per search")
+    if "python" in out and not isinstance(out["python"].stateful, bool):
+        raise TypeError(f"stateful must be True or False, got {out['python'].stateful!r}")
+    return out
+
+
+def tool_timeouts(value: float | Mapping[str, float] | None, tools: tuple[str, ...] | list[str]
+                  ) -> dict[str, float]:
+    """Seconds per call of each of ``tools``: ``None`` (the defaults), one number for all, or
+    a dict by tool name (the others keep their defaults)."""
+    defaults = {name: DEFAULT_TIMEOUTS[name] for name in tools}
+    if value is None:
+        return defaults
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(defaults)
+        if unknown:
+            raise ValueError(f"tool_timeout_s names unknown tools {sorted(unknown)}; the tools "
+                             f"are {sorted(defaults)}")
+        check_positive_number(unit="seconds", **{f"tool_timeout_s[{k!r}]": v
+                                                 for k, v in value.items()})
+        return {**defaults, **{k: float(v) for k, v in value.items()}}
+    check_positive_number(unit="seconds", tool_timeout_s=value)
+    return {name: float(value) for name in defaults}
+
+
+def _default_retriever(backend: str):
+    def open_default():
+        from tir_envs.tools.search.hotpotqa import hotpotqa_retriever
+        return hotpotqa_retriever(backend)
+    return open_default
