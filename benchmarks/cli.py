@@ -69,7 +69,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="vllm: share of GPU memory the engine may take (0-1)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="vllm: any other AsyncEngineArgs field (VALUE parsed as JSON when it can be)")
+                   help="vllm: any other AsyncEngineArgs field (VALUE parsed as JSON when it "
+                        "can be)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
                         "ray://host:10001; none: a local instance); the run folder stays here")

@@ -93,7 +93,8 @@ def format_result(result: dict[str, Any], run_a: str, run_b: str) -> str:
               "|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lines.append(f"| {benchmark_label(r['suite'], r['part'])} | {r['items']} | "
-                     f"{100 * r['a']:.1f} | {100 * r['b']:.1f} | {100 * r['diff']:+.1f} | {_p(r)} | "
+                     f"{100 * r['a']:.1f} | {100 * r['b']:.1f} | {100 * r['diff']:+.1f} | "
+                     f"{_p(r)} | "
                      f"{'significant' if r['significant'] else 'n.s.'} |")
     if not result["rows"]:
         lines.append("| (no benchmark scored by both runs) | | | | | | |")

@@ -66,9 +66,10 @@ def autotir_table(suites: dict[str, Any]) -> dict[str, Any]:
     for name, entry in suites.items():
         for part, s in entry["parts"].items():
             if s.get("items"):
-                columns[benchmark_label(name, part)] = {"acc": s["avg_at_k"], "ts": s["tools"]["ts"],
-                                               "tp": s["tools"]["tp"],
-                                               "counts": s["tools"]["counts"]}
+                tools = s["tools"]
+                columns[benchmark_label(name, part)] = {"acc": s["avg_at_k"], "ts": tools["ts"],
+                                                        "tp": tools["tp"],
+                                                        "counts": tools["counts"]}
     if columns:
         pooled = {key: sum(c["counts"][key] for c in columns.values())
                   for key in ("correct", "calls", "ts_calls", "ts_right")}
@@ -107,7 +108,8 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              + (f" × {seeds} seeds" if seeds > 1 else "")
              + f" · temperature {cfg['temperature']} · top-p {cfg['top_p']} · seed "
              f"{cfg['seed']} · max tokens/turn "
-             f"{cfg['max_tokens'] or 'env budget'} · tools {'on' if cfg['use_tools'] else 'off (w/o tools)'}"
+             f"{cfg['max_tokens'] or 'env budget'} · tools "
+             f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
              + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
              f"Sampling: {cfg.get('sampling_note') or 'as given'}."
@@ -201,7 +203,8 @@ def _seed_lines(spread: dict[str, Any] | None, k: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ plots
-def write_plots(store: RunStore, summary: dict[str, Any], folder: Path) -> tuple[list[str], str | None]:
+def write_plots(store: RunStore, summary: dict[str, Any],
+                folder: Path) -> tuple[list[str], str | None]:
     """``pass_at_k.png`` and ``accuracy_vs_tool_calls.png``; ``(files, note)``."""
     try:
         import matplotlib
@@ -250,7 +253,8 @@ def _legend_outside(ax) -> None:
 
 def pass_at_k_figure(summary: dict[str, Any]):
     """pass@k against k (log 2 axis), one line per benchmark."""
-    series = [(benchmark_label(name, part), s["pass_at_k"]) for name, entry in summary["suites"].items()
+    series = [(benchmark_label(name, part), s["pass_at_k"])
+              for name, entry in summary["suites"].items()
               for part, s in entry["parts"].items() if s.get("pass_at_k")]
     fig, ax = _new_axes("pass@k", "k", "pass@k (%)")
     for (label, curve), style in zip(series, _styles(len(series))):

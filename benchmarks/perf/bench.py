@@ -167,10 +167,10 @@ def main() -> None:
             bare_s, bare_cpu, expected = bare_grading(name, args.items)
             bares.append((bare_s, bare_cpu))
             runs.append(harness(name, args.items, args.concurrency))
-            if runs[-1]["verdicts"] != expected:
+            disagree = sum(a != b for a, b in zip(runs[-1]["verdicts"], expected))
+            if disagree or len(runs[-1]["verdicts"]) != len(expected):
                 raise AssertionError(f"{name}: the harness and the bare loop disagree on "
-                                     f"{sum(a != b for a, b in zip(runs[-1]['verdicts'], expected))}"
-                                     " items")
+                                     f"{disagree} items")
         bare = min(b[0] for b in bares)
         bare_cpu = min(b[1] for b in bares)
         h = min(runs, key=lambda r: r["wall_s"] - r["policy_s"])
