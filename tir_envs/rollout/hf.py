@@ -4,7 +4,9 @@
 that model in place (``optimizer.step()``) is generating from the new weights on the next call,
 with no weight sync.  Requests that arrive together (the engine's concurrent episodes) are
 batched into one left-padded ``generate`` call on a worker thread, so the event loop keeps
-running tool calls while the model computes.
+running tool calls while the model computes.  Each request samples from its own random
+generator (``_RowSampler``): a seeded request generates the same tokens whatever else shares
+its batch, so results do not depend on concurrency or on a run being interrupted and resumed.
 
 Logprobs are those of the sampled tokens under the temperature-scaled distribution,
 ``log_softmax(logits / temperature)`` (plain ``log_softmax`` when greedy); top-p/top-k are not
