@@ -4,12 +4,17 @@
         --top-p 0.95 --seed 0 --out runs/x
     tir-envs bench --suite hotpotqa --suite bamboogle --policy openai:http://127.0.0.1:8000/v1 \\
         --model qwen --no-tools --out runs/x-notools
-    tir-envs bench compare runs/x runs/y      # side by side, paired permutation test
-    tir-envs bench report runs/x              # rebuild summary.json, report.md, plots
+    tir-envs bench --suite math500 --policy oracle --out runs/sanity   # must score 100%
+    tir-envs bench --tasks mine.jsonl --protocol rite --policy hf:/models/x --out runs/mine
+    tir-envs bench --suite math500 --policy openai:http://a:8000/v1,http://b:8000/v1 \
+        --model qwen -k 16 --seeds 3 --ray auto --out runs/x-ray
+    tir-envs bench compare runs/x runs/y      # side by side by (suite, part), paired test
+    tir-envs bench report runs/x --by level   # rebuild summary.json, report.md, plots
     tir-envs bench list                       # the suites, their envs and item counts
 
-Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL, scripted:FILE).
-Rerunning the same command on the same --out resumes: finished samples are not run again.
+Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL[,URL...],
+scripted:FILE), plus ``oracle`` and ``wrong``.  Rerunning the same command on the same --out
+resumes: finished samples are not run again; a second process on the same --out is refused.
 """
 
 from __future__ import annotations

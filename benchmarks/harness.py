@@ -3,13 +3,16 @@
 ``run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` evaluates ``k`` samples of every item,
 appends each finished sample to ``RUN_DIR/samples.jsonl`` and writes ``summary.json``,
 ``report.md`` and the plots (``benchmarks.report``).  Items run in file order; sample ``s`` of
-item ``i`` gets the sampling seed ``seed + i*k + s`` (what ``collect(..., samples_per_task=k,
-seed=seed)`` would give it over the full set), however often the run was interrupted.  A rerun
-on the same folder skips every finished sample.
+item ``i`` gets the sampling seed ``seed + i*n + s`` (n = k x seeds samples per item), however
+often the run was interrupted.  A rerun on the same folder skips every finished sample.  The
+folder is locked for one process (``benchmarks.lock``); every setting is checked, and the
+policy's content pinned (``benchmarks.pins``), before anything is written or loaded.  With
+``ray=`` the episodes run on a Ray cluster's workers (``benchmarks.ray_episodes``).
 
 Policies are the rollout engine's (``tir_envs.rollout``) or a spec string parsed exactly as
 ``tir-envs rollout`` parses ``--policy`` (``tir_envs.rollout.specs``: ``hf:PATH``,
-``vllm:PATH``, ``openai:URL``, ``scripted:FILE``; a bad one raises ``PolicySpecError``).  A
+``vllm:PATH``, ``openai:URL``, ``scripted:FILE``; a bad one raises ``PolicySpecError``), or
+``oracle``/``wrong`` (``benchmarks.oracle``: every gold, a fixed wrong answer).  A
 policy may also define ``async generate_job(job, prompt_ids, stop, sampling)``: it is then told
 which item and sample it is generating for (the oracle and the adversaries of the tests use
 it).  Each sample's seed and job are explicit arguments of its episode (``EpisodeJob``).
