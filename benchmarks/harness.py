@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -229,7 +230,11 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         config["seeds"] = seeds
     if custom:  # the task files' pins: a changed file is refused on resume
         config["custom"] = custom
-    with RunLock(out):  # another process on this folder: refused before anything else
+    with RunLock(out) as lock:  # another process on this folder: refused before anything else
+        if lock.previous:
+            warnings.warn(f"{out}: took over the lock of pid {lock.previous.get('pid')} on host "
+                          f"{lock.previous.get('host')}, which died holding it; its finished "
+                          "samples are kept", RuntimeWarning, stacklevel=2)
         check_settings(out, config)  # a changed setting: refused before any model loads
         for suite in chosen:
             if suite.name in custom:

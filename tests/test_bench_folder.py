@@ -84,6 +84,7 @@ def test_a_second_process_on_the_same_folder_refuses_at_once_and_a_dead_holders_
     taker = _bench_cli(out)
     stdout, err = taker.communicate(timeout=300)
     assert taker.returncode == 0, err
+    assert f"took over the lock of pid {holder.pid} on host {socket.gethostname()}" in err
     assert json.loads(stdout.strip().splitlines()[-1])["accuracy_pct"]["aime24"] == 100.0
     lines = (out / "samples.jsonl").read_text().splitlines()
     keys = [(r["item"], r["sample"]) for r in map(json.loads, lines)]
