@@ -137,16 +137,24 @@ def test_other_bad_settings_are_refused_before_anything_is_written(tmp_path, cap
 
 
 def test_a_changed_setting_is_refused_before_the_model_loads(tmp_path, monkeypatch):
-    import tir_envs.rollout.cli as rollout_cli
+    import tir_envs.rollout.specs as specs
 
     run("aime24", oracle(), out=tmp_path, k=1, limit=1, progress=False, report=False)
     loaded = []
-    monkeypatch.setattr(rollout_cli, "build_policy", lambda *a, **kw: loaded.append(a))
+
+    def load(*args, **kwargs):
+        loaded.append(args)
+        raise RuntimeError("weights loading")
+
+    monkeypatch.setattr(specs, "build_policy", load)
     model = tmp_path / "model"
     model.mkdir()
     with pytest.raises(RunFolderError, match="k: 1 in the folder, 2 now"):
         run("aime24", f"hf:{model}", out=tmp_path, k=2, limit=1, progress=False)
     assert loaded == []
+    with pytest.raises(RuntimeError, match="weights loading"):  # a fresh folder does load
+        run("aime24", f"hf:{model}", out=tmp_path / "fresh", k=2, limit=1, progress=False)
+    assert len(loaded) == 1
 
 
 # ------------------------------------------------------------------------------ pins
