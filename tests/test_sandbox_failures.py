@@ -18,7 +18,7 @@ from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backe
                                    call, close_session, marker, open_session, wait_gone,
                                    wait_present)
 from tir_envs.tools.base import ToolStatus
-from tir_envs.tools.python import LocalBackend, PythonTool
+from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
 NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)
@@ -163,6 +163,13 @@ def test_wedged_fork_server_never_hangs_a_caller(mode):
 def test_full_pool_is_infra_error_after_open_timeout():
     t = PythonTool(backend=LocalBackend(spares=0, max_sessions=1, open_timeout_s=1.0,
                                         disk_mb=41))
+    deadline = time.monotonic() + 120  # the fork server's start (longer than the 1 s open
+    while True:                         # timeout on a loaded machine) is not what is tested
+        try:
+            t.backend.pool.wait_ready(timeout=120)
+            break
+        except SandboxUnavailable:
+            assert time.monotonic() < deadline
     s = open_session(t)
     try:
         assert call(t, "1", s).text == "1"
@@ -187,7 +194,7 @@ def test_start_failure_is_reported_and_auto_falls_back():
 HOST_SCRIPT = """
 import asyncio, sys
 sys.path.insert(0, {repo!r})
-from tir_envs.tools.python import LocalBackend, PythonTool
+from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
 tool = PythonTool(backend=LocalBackend(isolation={mode!r}, spares=1))
 async def main():
     session = await tool.open_session()

@@ -136,6 +136,39 @@ def test_perturbations(toy, engine, why, gold, pred, expected):
     assert execution_match(gold, gold, db), why  # the gold always matches itself
 
 
+# Issue 21: hedges (several candidate answers in one solution) never pay.  Spider's convention
+# compares results on one database, so a candidate that returns nothing there adds nothing.
+HEDGES = [
+    ("UNION of two candidate filters", "SELECT name FROM t WHERE grp = 'a'",
+     "SELECT name FROM t WHERE grp = 'a' UNION SELECT name FROM t WHERE grp = 'b'"),
+    ("UNION ALL of candidate counts", "SELECT count(*) FROM t",
+     "SELECT count(*) FROM t UNION ALL SELECT count(*) FROM t WHERE grp = 'a'"),
+    ("UNION of candidate literals", "SELECT count(*) FROM t", "SELECT 5 UNION SELECT 6"),
+    ("every candidate value", "SELECT name FROM t ORDER BY score DESC LIMIT 1",
+     "SELECT name FROM t"),
+    ("candidates side by side", "SELECT count(*) FROM t", "SELECT count(*), 5, 7 FROM t"),
+    ("candidate columns side by side", "SELECT name FROM t", "SELECT name, grp FROM t"),
+    ("a second statement", "SELECT count(*) FROM t",
+     "SELECT count(*) FROM t WHERE grp = 'a'; SELECT count(*) FROM t"),
+    ("OR of candidate filters", "SELECT name FROM t WHERE grp = 'a'",
+     "SELECT name FROM t WHERE grp = 'a' OR grp = 'b'"),
+    ("IN list of candidates", "SELECT name FROM t WHERE id = 2",
+     "SELECT name FROM t WHERE id IN (1, 2, 3)"),
+    ("candidates in one string", "SELECT name FROM t WHERE id = 2",
+     "SELECT group_concat(name) FROM t"),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("why, gold, pred", HEDGES, ids=[h[0] for h in HEDGES])
+def test_hedges_never_match(toy, engine, why, gold, pred):
+    db = open_database(toy, cache_dir=CACHE, engine=engine)
+    assert not match(pred, gold, db).correct, why
+    reward = SQLReward(engine=engine, cache_dir=CACHE)
+    result = reward(_task(toy, gold), Trajectory(), [f"<solution>{pred}</solution>"])
+    assert result.value <= 0.0 and not result.correct
+
+
 def test_normalize_value_makes_types_agree():
     assert normalize_value(1) == normalize_value(1.0) == normalize_value(decimal.Decimal("1.00"))
     assert normalize_value(True) == 1 and normalize_value(None) is None

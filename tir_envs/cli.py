@@ -19,6 +19,7 @@ from types import ModuleType
 
 from benchmarks import cli as bench_cli
 from tir_envs import demo
+from tir_envs.audit import cli as audit_cli
 from tir_envs.rollout import cli as rollout_cli
 from tir_envs.tools.search import cli as index_cli
 from tir_envs.tools.search import serve_cli
@@ -30,6 +31,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {
     "serve": serve_cli,
     "rollout": rollout_cli,
     "bench": bench_cli,
+    "audit": audit_cli,
 }
 
 

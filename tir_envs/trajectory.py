@@ -118,7 +118,7 @@ class Trajectory:
     truncated: bool = False
     stop_reason: str = ""  # see docs/concepts.md: answered | no_answer | max_turns | ...
     retokenized: bool = False  # some action arrived as text and had to be encoded
-    drift: int = 0  # ids that differ from a fresh encode of the whole text (see codec.drift)
+    drift: int = 0  # ids that differ from a fresh encode of the whole text (codec.drift)
     has_logprobs: bool = True
     infra_failed: bool = False
     correct: bool | None = None   # the reward's verdict (None: no gold to judge against)

@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import pick  # noqa: E402
 
 from benchmarks import get_suite, run  # noqa: E402
 from benchmarks.oracle import ItemScriptedPolicy, final_format, gold_of  # noqa: E402
@@ -150,11 +151,12 @@ def harness(suite_name: str, items: int, concurrency: int) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--items", type=int, default=500, help="items per suite (default 500)")
+    ap.add_argument("--items", type=int, default=pick(500, 8),
+                    help="items per suite (default 500; PERF_QUICK=1: 8)")
     ap.add_argument("--suites", default="math500")
     ap.add_argument("--concurrency", type=int, default=32, help="episodes in flight (the "
                                                                 "harness's default, 32)")
-    ap.add_argument("--repeats", type=int, default=3,
+    ap.add_argument("--repeats", type=int, default=pick(3, 1),
                     help="baseline and harness alternate this often; the fastest of each counts "
                          "(the least disturbed by other load)")
     args = ap.parse_args()

@@ -7,7 +7,9 @@ sandbox's process tree (fork server, keepers, interpreters, anything they starte
 tree's memory.  At the end, with every session closed, the tree must be back to its idle size
 (fork server + warm spares), the descriptors back to where they started, memory must not
 have grown without bound, and where the pool uses cgroups, one session cgroup per live
-session is left (the spares'), and none at all once the pool has shut down.  Prints the samples and the checks as JSON; exit status 1 if a check
+session is left (the spares'), and none at all once the pool has shut down; host uids in
+use back to one per live session, and no process of the pool's uid block left after
+shutdown.  Every 10th session also makes a one-shot (stateless) call.  Prints the samples and the checks as JSON; exit status 1 if a check
 fails.  ``tests/test_sandbox_soak.py`` (marker ``soak``) runs it with 10,000 sessions.
 
 Usage: ``python benchmarks/perf/sandbox_soak.py [--sessions 10000] [--concurrency 32]
@@ -25,8 +27,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
+from tir_envs.tools.python.uids import BLOCK, processes_of  # noqa: E402
 
 RSS_GROWTH_LIMIT_MB = 64
 
@@ -85,7 +89,8 @@ def sample(backend: LocalBackend, done: int, started: float) -> dict:
     return {"sessions": done, "elapsed_s": round(time.perf_counter() - started, 1),
             "host_fds": len(os.listdir("/proc/self/fd")), "host_rss_mb": round(host_rss_kb() / 1024, 1),
             "sandbox_processes": procs, "sandbox_rss_mb": round(rss / 1024, 1),
-            "session_cgroups": len(session_cgroups(backend.pool))}
+            "session_cgroups": len(session_cgroups(backend.pool)),
+            "uids_in_use": backend.pool.info()["uids_in_use"]}
 
 
 async def settle(backend: LocalBackend, expect: int, timeout: float = 30.0) -> int:
@@ -103,6 +108,7 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
     backend = LocalBackend(isolation=isolation, spares=4)
     info = backend.pool.wait_ready(timeout=300)
     tool = PythonTool(backend=backend, timeout_s=30)
+    one_shot = PythonTool(backend=backend, timeout_s=30, stateful=False)
     await asyncio.sleep(1.0)
     idle_procs, _ = tree(backend.pool._zygote.proc.pid)
     started = time.perf_counter()
@@ -121,6 +127,11 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
             r2 = await tool.call({"code": code}, s)
             if not (r1.ok and r2.ok and r2.text == str(2 * i)):
                 failures.append({"session": i, "status": r2.status.value, "text": r2.text[:200]})
+            if i % 10 == 0:  # a one-shot call too, leaving a daemon every 50th
+                r3 = await one_shot.call({"code": code.replace("x * 2", f"{i} * 2")})
+                if not (r3.ok and r3.text == str(2 * i)):
+                    failures.append({"one_shot": i, "status": r3.status.value,
+                                     "text": r3.text[:200]})
         finally:
             await tool.close_session(s)
 
@@ -133,6 +144,8 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
                 samples.append(sample(backend, done, started))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    templates = backend.pool.info()["idle_templates"]
+    backend.pool.close_idle_templates().result(10)  # the one-shot calls' warm templates
     end_procs = await settle(backend, idle_procs)
     await asyncio.sleep(1.0)  # cgroups of the last sessions are removed once they are gone
     final = sample(backend, done, started)
@@ -147,14 +160,20 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
         <= RSS_GROWTH_LIMIT_MB,  # both idle: fork server and spares only
         "session_cgroups_back_to_live_sessions": final["session_cgroups"]
         <= live * len(backend.pool._cgroups.pool_dirs if backend.pool._cgroups else ()),
+        "uids_back_to_live_sessions": final["uids_in_use"] <= live,
     }
     report = {"isolation": info["isolation"], "sessions": done, "concurrency": concurrency,
               "sessions_per_s": round(done / (time.perf_counter() - started), 1),
               "idle_sandbox_processes": idle_procs, "samples": samples + [final],
+              "idle_templates_closed_at_the_end": templates,
               "failures": failures[:10], "checks": checks}
     pool_dirs = list(backend.pool._cgroups.pool_dirs.values()) if backend.pool._cgroups else []
+    uids = backend.pool._uids
     backend.shutdown()
     checks["no_cgroups_left_after_shutdown"] = not any(os.path.exists(d) for d in pool_dirs)
+    if uids is not None:
+        checks["no_process_of_a_session_uid_after_shutdown"] = not processes_of(
+            uids.first, uids.first + BLOCK)
     report["uses_cgroups"] = bool(pool_dirs)
     report["ok"] = all(checks.values())
     return report
@@ -162,10 +181,10 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--sessions", type=int, default=pick(10_000, 40))
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--isolation", default="auto")
-    ap.add_argument("--every", type=int, default=1000)
+    ap.add_argument("--every", type=int, default=pick(1000, 20))
     args = ap.parse_args()
     report = asyncio.run(soak(args.sessions, args.concurrency, args.isolation, args.every))
     print(json.dumps(report, indent=2))

@@ -5,7 +5,8 @@ the ``\\boxed{}`` answers, else an "answer is B" / "Answer: (B)" phrase, else a 
 nothing but a letter (``B``, ``(B)``, ``B.``).  Inside a box, ``B``, ``(B)``, ``B.``,
 ``\\text{B}`` and ``B. <option text>`` all choose B.  Strictly one letter: a response that
 names several (``\\boxed{B, C}``, ``B or C``, two boxes with different letters, two "answer is"
-phrases that disagree) chose nothing and is wrong, so hedging never pays.
+phrases that disagree, ``\\boxed{A \\lor B}``, "the answer is B (or possibly C)", ``(A)(B)``)
+chose nothing and is wrong, so hedging never pays.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ def _letter_pattern(letters: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
     return only, lead, several
 
 
+def _more_letters(text: str, at: int, letters: str) -> frozenset[str]:
+    """Option letters named in ``text`` from ``at`` on, right after a chosen one, as its
+    alternatives: `` \\lor B``,
+    `` (or possibly C)``, ``/C``, ``(A)(B)``.  Upper-case only ("or a claim" is prose), and
+    only after a joining word or sign (``B. A valid argument`` chose B)."""
+    more = re.compile(rf"\s*(?:\(?\s*(?:or|and)(?:\s+\w+){{0,2}}|\\lor|\\vee|\\&|\|\||[/,;&+]"
+                      rf"|(?<=\))(?=\())\s*\(?([{letters.upper()}])\)?(?!\w)")
+    found = set()
+    while (m := more.match(text, at)) and m.end() > at:
+        found.add(m.group(1))
+        at = m.end()
+    return frozenset(found)
+
+
 _OPTION_WORD = re.compile(r"^(?:option|choice)\s+", flags=re.IGNORECASE)
 
 
@@ -50,11 +65,17 @@ def named_letters(candidate: str, letters: str = "ABCD") -> frozenset[str]:
     if several.match(text):
         return frozenset(re.findall(rf"[{letters}]", text.upper()))
     m = only.match(text) or lead.match(text)
-    return frozenset({m.group(1).upper()}) if m else frozenset()
+    if not m:
+        return frozenset()
+    return frozenset({m.group(1).upper()}) | _more_letters(text, m.end(), letters)
 
 
 def _boxed_letters(text: str, letters: str) -> list[frozenset[str]]:
-    return [named_letters(content, letters) for _, _, content in boxed_spans(text)]
+    found = []
+    for _, end, content in boxed_spans(text):
+        named = named_letters(content, letters)
+        found.append(named | _more_letters(text, end, letters) if named else named)
+    return found
 
 
 def _phrase_letters(text: str, letters: str) -> list[frozenset[str]]:
@@ -67,7 +88,7 @@ def _phrase_letters(text: str, letters: str) -> list[frozenset[str]]:
         named = m.group(1)
         if len(named) == 1 and named.islower() and re.match(r"\s+\w", text[m.end():]):
             continue  # "the answer is a contradiction": an article, not option a
-        found.append(named_letters(named, letters))
+        found.append(named_letters(named, letters) | _more_letters(text, m.end(), letters))
     return found
 
 

@@ -8,6 +8,15 @@ sides are the same special answer.  Several gold aliases: the best match counts.
 ``QAReward`` reads the answer only from the policy's own final action (its last
 ``<answer>…</answer>``), never from the prompt or retrieved documents, so an answer that merely
 appears in a search result earns nothing.
+
+Hedges never pay.  An answer that lists candidates ("Paris or London", "either Paris or
+London", "Paris, London, Rome", "Paris/London", "Paris and London", one per line) scores as its
+*worst* candidate (each candidate scored against its best gold), so it never earns more than
+answering that candidate alone, and F1's partial credit for the right name among wrong ones is
+gone.  A separator is one only where no gold alias itself contains it ("Guthred or Guthfrith",
+"Helsinki, Finland", "Simon and Garfunkel", "AC/DC" are compared whole), and an answer equal to
+a gold alias is that alias whatever it contains.  Commas inside numbers (``9,000``) and dates
+(``June 10, 1982``) separate nothing.  ``candidates`` shows the split.
 """
 
 from __future__ import annotations
@@ -51,20 +60,54 @@ def gold_list(golds: Any) -> list[str]:
     return out
 
 
-def exact_match(prediction: str | None, golds: str | Iterable[str]) -> float:
-    """1.0 if the normalised prediction equals any normalised gold, else 0.0."""
+# Candidate separators, by kind: a kind that appears in any gold alias separates nothing.
+_SEPARATORS = {
+    "or": re.compile(r"(?:\s+|\s*\()(?:and/)?or\s+|^\s*either\s+"
+                     r"|\s*(?:\\lor|\\vee|∨)(?![A-Za-z])\s*", re.IGNORECASE),
+    "and": re.compile(r"\s+(?:and|&)\s+", re.IGNORECASE),
+    "comma": re.compile(r",(?!\d{3}(?!\d))(?<!\b\d,(?=\s*\d{4}\b))(?<!\b\d\d,(?=\s*\d{4}\b))"),
+    "slash": re.compile(r"(?<!\d)\s*/\s*(?!\d)|\s+/\s+"),
+    "semicolon": re.compile(r";"),
+    "pipe": re.compile(r"\|"),
+    "line": re.compile(r"\n"),
+}
+
+
+def candidates(prediction: str, golds: str | Iterable[str]) -> list[str]:
+    """The candidates ``prediction`` lists, by the separators no gold alias contains (see the
+    module docstring); ``[prediction]`` when it names one."""
+    golds = gold_list(golds)
+    parts = [prediction]
+    for kind, separator in _SEPARATORS.items():
+        if any(separator.search(g) for g in golds):
+            continue
+        parts = [piece for part in parts for piece in separator.split(part)]
+    parts = [p.strip() for p in parts if normalize_answer(p)]
+    return parts if len(parts) > 1 else [prediction]
+
+
+def _scored(metric, prediction: str | None, golds: str | Iterable[str]) -> float:
+    """``metric`` of the prediction, a candidate list scoring as its worst candidate."""
     if prediction is None:
         return 0.0
+    golds = gold_list(golds)
     pred = normalize_answer(prediction)
-    return float(any(pred == normalize_answer(g) for g in gold_list(golds)))
+    if any(pred == normalize_answer(g) for g in golds):
+        return 1.0
+    return min(max(metric(normalize_answer(c), normalize_answer(g)) for g in golds)
+               for c in candidates(prediction, golds))
+
+
+def exact_match(prediction: str | None, golds: str | Iterable[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised gold (or lists only
+    candidates that each do), else 0.0."""
+    return _scored(lambda p, g: float(p == g), prediction, golds)
 
 
 def f1(prediction: str | None, golds: str | Iterable[str]) -> float:
-    """Best token-level F1 between the normalised prediction and any gold (HotpotQA rules)."""
-    if prediction is None:
-        return 0.0
-    return max(_f1_one(normalize_answer(prediction), normalize_answer(g))
-               for g in gold_list(golds))
+    """Best token-level F1 between the normalised prediction and any gold (HotpotQA rules); a
+    candidate list scores as its worst candidate."""
+    return _scored(_f1_one, prediction, golds)
 
 
 def _f1_one(pred: str, gold: str) -> float:

@@ -7,6 +7,11 @@ arguments, so the env is configured outside the call, in one of two ways (not bo
   constructor arguments (``{"recipe": "zerotir", "tasks": "math500"}``);
 * ``TIR_ENV_CONFIG``: the path of a small YAML file with ``env_id`` and ``env_kwargs``.
 
+The Python sandbox's backend is an env argument too, with its options: ``{"backend": {"name":
+"ray", "num_hosts": 8, "actor_options": {"resources": {"sandbox": 1}}}}`` runs every episode's
+code on sandbox-host actors of the Ray cluster (``tir_envs.tools.python.ray_backend.RayBackend``),
+spread over ``num_hosts`` hosts placed by ``actor_options``.
+
 Ray passes a driver's environment variables to its actors only through the job's runtime env
 (``ray job submit --runtime-env-json '{"env_vars": {...}}'``); docs/openrlhf.md shows it.
 """
@@ -45,6 +50,11 @@ class EnvConfig:
         if not isinstance(self.env_kwargs, Mapping):
             raise ConfigError(f"env_kwargs must be a mapping of constructor arguments, got "
                               f"{type(self.env_kwargs).__name__}")
+        backend = self.env_kwargs.get("backend")
+        if isinstance(backend, Mapping) and not isinstance(backend.get("name"), str):
+            raise ConfigError("env_kwargs.backend as a mapping needs the backend's 'name' next "
+                              "to its options, e.g. {\"name\": \"ray\", \"num_hosts\": 4}; got "
+                              f"{dict(backend)!r}")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvConfig":

@@ -245,8 +245,9 @@ def _count_line_starts(text: str, first_solid: list[int], match) -> int:
 
 
 def constrained_response(response: str) -> bool:
-    """The response contains one of the three allowed answers, exactly as written."""
-    return any(option in response for option in CONSTRAINED_RESPONSES)
+    """The response contains one of the three allowed answers, exactly as written, and no
+    other of them: "My answer is yes. My answer is no." hedges (the reference accepts it)."""
+    return sum(option in response for option in CONSTRAINED_RESPONSES) == 1
 
 
 def number_highlighted_sections(response: str, *, num_highlights: int) -> bool:

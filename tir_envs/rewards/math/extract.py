@@ -5,7 +5,7 @@
 * ``extract_final_answer(text, fallback=False)``: the policy's answer as a ``FinalAnswer``: the
   last box, plus the boxes that form the final answer with it (``\\boxed{-2}`` and
   ``\\boxed{1}``); with ``fallback`` also "final answer is ..." and the last ``$...$``.
-* ``graded_text(pred, gold)``: which of those the grader checks against a given gold.
+* ``graded_texts(pred, gold)``: which of those the grader checks against a given gold.
 
 Braces are matched by counting, so nested groups (``\\boxed{\\frac{1}{2}}``) come out whole; an
 escaped brace (``\\{``) does not count.  The caller passes only text the policy generated: an
@@ -15,9 +15,12 @@ answer printed by a tool is never an answer the policy gave.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from tir_envs.rewards.math.codestyle import matching_bracket, top_level_items
+from tir_envs.rewards.math.hedge import has_disjunction
+from tir_envs.rewards.math.normalize import light_normalize, prepare_answer
 
 # \boxed{...}, \fbox{...}, also with a space before the brace ("\boxed {x}").
 _OPENER = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -66,9 +69,10 @@ def _top_level(boxes: list[Box]) -> list[Box]:
 
 
 class _Unwrapper:
-    """A box's content, stripped; while it holds a box, the last box to close inside it
-    (``\\boxed{\\boxed{3}}`` is ``3``), unless that one is empty.  Iterative, with the boxes
-    indexed by their end, so deep nesting costs neither recursion nor quadratic time."""
+    """A box's content, stripped; while it holds nothing but a box, that box's content
+    (``\\boxed{\\boxed{3}}`` is ``3``; ``\\boxed{2 \\boxed{3}}`` stays whole: a hedge), unless
+    it is empty.  Iterative, with the boxes indexed by their end, so deep nesting costs neither
+    recursion nor quadratic time."""
 
     def __init__(self, text: str, boxes: list[Box]):
         self.text = text
@@ -83,8 +87,9 @@ class _Unwrapper:
                 return content
             inner = self.by_end[i]
             inner_content = self.text[inner[2]:inner[3]].strip()
-            if not inner_content:
-                return content
+            outside = self.text[box[2]:inner[0]] + self.text[inner[1]:box[3]]
+            if not inner_content or outside.strip(" \t\n$"):
+                return content  # a box beside other text is part of that text (a hedge)
             box, content = inner, inner_content
 
 
@@ -245,9 +250,13 @@ def _has_top_level_comma(s: str) -> bool:
     return len(top_level_items(s)) > 1
 
 
+@functools.lru_cache(maxsize=8192)  # the same gold is graded against a whole group
 def is_multi_valued(gold: str) -> bool:
     """Whether ``gold`` is a list or set of values (``1, -2``; ``\\{1, 2\\}``; ``(2, 2), (6, 2)``;
-    ``1 \\pm \\sqrt{5}``) rather than one value (``(1, 2)`` is one point, ``58,500`` one number)."""
+    ``1 \\pm \\sqrt{5}``; ``1 \\text{ or } -2``) rather than one value (``(1, 2)`` is one point
+    or one interval, ``58,500`` one number)."""
+    if has_disjunction(gold):
+        return True
     s = _LATEX_SPACE.sub("", gold).replace("\\$", "").strip().strip("$").strip()
     s = s.replace("\\left", "").replace("\\right", "")
     if _GROUPED_INT.fullmatch(s):  # 58,500 and 10,\!080 are numbers; 32, 349 is a list
@@ -272,10 +281,10 @@ def _python_list_items(pred: str) -> str | None:
 
 
 def graded_text(pred: str | None, gold: str) -> str | None:
-    """The text to grade against ``gold``.  When the gold is a list/set of values: the boxes of
-    the final answer joined as a list if ``pred`` has several, and a Python list ``[-1, 1]``
-    (what ``solve`` prints) read as its items, not as the interval LaTeX would make of it.
-    Otherwise ``pred`` itself (the last box): several boxes never pay against a single value."""
+    """The text to grade against a list/set ``gold``, or ``pred`` itself for any other gold: the
+    boxes of the final answer joined as a list if ``pred`` has several, and a Python list
+    ``[-1, 1]`` (what ``solve`` prints) read as its items, not as the interval LaTeX would make
+    of it."""
     if pred is None:
         return None
     if not is_multi_valued(gold):
@@ -285,3 +294,17 @@ def graded_text(pred: str | None, gold: str) -> str | None:
     if not gold.strip().startswith("["):
         text = _python_list_items(text) or text
     return text
+
+
+def graded_texts(pred: str | None, gold: str) -> list[str | None]:
+    """The texts that must all grade correct against ``gold``: ``[graded_text(pred, gold)]``,
+    except that several boxes with different contents against a single-valued gold are each
+    graded (``\\boxed{41} or \\boxed{42}`` is a hedge, not an answer; the same value boxed
+    twice is fine)."""
+    boxes = getattr(pred, "boxes", ())
+    if len(boxes) < 2 or is_multi_valued(gold):
+        return [graded_text(pred, gold)]
+    distinct: dict[str, str] = {}
+    for box in boxes:
+        distinct.setdefault(light_normalize(prepare_answer(box)), box)
+    return list(distinct.values()) if len(distinct) > 1 else [str(pred)]

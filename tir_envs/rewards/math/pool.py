@@ -13,8 +13,10 @@ Verdicts are cached (timeouts too, so a pathological answer costs its timeout on
 common easy cases (equal strings, plain numbers) are settled in the caller without a worker.
 
 Before either, each pair is prepared in the caller: a ``FinalAnswer`` with several boxes becomes
-the list they form when the gold is a list/set (``extract.graded_text``), and both sides go
-through ``normalize.prepare_answer`` (code-style answers become LaTeX).
+the list they form when the gold is a list/set, and against any other gold each distinct box is
+graded and all must be right (``extract.graded_texts``); both sides go through
+``normalize.prepare_answer`` (code-style answers become LaTeX); and an answer that hedges
+(``hedge.hedge_reason``: ``41 \\lor 42``, ``40 \\le x \\le 45``) is wrong without a check.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
-from tir_envs.rewards.math.extract import graded_text
+from tir_envs.rewards.math.extract import graded_texts, is_multi_valued
+from tir_envs.rewards.math.hedge import read_pair
 from tir_envs.rewards.math.normalize import DEFAULT_REL_TOL, prepare_answer, quick_verdict
 from tir_envs.rewards.math.worker import read_message, write_message
 from tir_envs.validation import check_positive_int, check_positive_number
@@ -47,6 +50,10 @@ TIMEOUT = "timeout"    # the worker ran past timeout_s and was killed
 ERROR = "error"        # Math-Verify raised (includes MemoryError at the worker's memory cap)
 CRASHED = "crashed"    # the worker died (killed by the OS, segfault)
 TOO_LONG = "too_long"  # the prediction is longer than max_answer_chars; not checked
+
+# More distinct boxes than this against a single value are wrong without a check: each box would
+# cost a check, and no honest answer boxes that many spellings of one value.
+MAX_BOXES = 8
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,17 @@ class GraderPool:
     # -- public API ---------------------------------------------------------------
     def grade(self, pred: str | None, gold: str, timeout_s: float | None = None) -> Grade:
         """The verdict on ``pred`` against ``gold`` (``None`` pred: no answer, wrong)."""
+        texts = graded_texts(pred, str(gold))
+        if len(texts) > MAX_BOXES:
+            return Grade(False, QUICK, detail=f"{len(texts)} different boxed answers: a hedge")
+        grade = None
+        for text in texts:  # several boxes: each must be right
+            grade = self._grade_text(text, gold, timeout_s)
+            if not grade.correct:
+                break
+        return grade  # type: ignore[return-value]
+
+    def _grade_text(self, pred: str | None, gold: str, timeout_s: float | None) -> Grade:
         early = self._early(pred, gold)
         if isinstance(early, Grade):
             return early
@@ -234,20 +252,27 @@ class GraderPool:
 
     # -- internals ----------------------------------------------------------------
     def _early_grade(self, pred: str | None, gold: str) -> Grade | None:
-        early = self._early(pred, gold)
+        texts = graded_texts(pred, str(gold))
+        if len(texts) > MAX_BOXES:
+            return Grade(False, QUICK, detail=f"{len(texts)} different boxed answers: a hedge")
+        if len(texts) > 1:
+            return None
+        early = self._early(texts[0], gold)
         return early if isinstance(early, Grade) else None
 
     def _early(self, pred: str | None, gold: str) -> Grade | tuple[str, str]:
-        """A verdict that needs no worker (no answer, too long, easy, or cached), else the
-        prepared pair for the worker."""
+        """A verdict that needs no worker (no answer, too long, a hedge, easy, or cached), else
+        the prepared pair for the worker.  ``pred`` is one of ``graded_texts``."""
         gold = str(gold)
-        pred = graded_text(pred, gold)
         if pred is None or not pred.strip():
             return Grade(False, QUICK, detail="no answer")
         if len(pred) > self.max_answer_chars:
             return Grade(False, TOO_LONG, detail=f"answer longer than {self.max_answer_chars} "
                                                  "characters is not checked")
         pred, gold = prepare_answer(pred), prepare_answer(gold)
+        pred, gold, hedge = read_pair(pred, gold, is_multi_valued(gold))
+        if hedge:
+            return Grade(False, QUICK, detail=hedge)
         verdict = quick_verdict(pred, gold, self.rel_tol)
         if verdict is not None:
             self.stats[QUICK] += 1

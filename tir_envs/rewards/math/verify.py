@@ -10,6 +10,11 @@ Numbers follow the grader's own rule (``normalize.numbers_agree``: integers exac
 a relative tolerance) instead of Math-Verify's rounding to 6 decimal places, which calls
 ``.0000673`` equal to ``.0000672``.  The rule replaces Math-Verify's numeric comparison wherever
 a decimal meets a number, also inside tuples, sets, intervals and matrices.
+
+Sets, tuples and intervals compare only within their kind (``same_kind``): Math-Verify calls the
+open interval ``(-1, 1)`` equal to the list ``-1, 1`` and to the set ``\\{-1, 1\\}``, and the list
+``1, -2`` equal to ``(-2, 1)``, so a list of candidates would pay against an interval.  A
+parenthesised pair stays one kind whichever way it is read (point or open interval).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from tir_envs.rewards.math.extract import is_multi_valued
+from tir_envs.rewards.math.hedge import read_pair
 from tir_envs.rewards.math.normalize import DEFAULT_REL_TOL, numbers_agree, prepare_answer
 
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
@@ -96,24 +103,74 @@ def _numeric_eq(original):
     return numeric_eq
 
 
+# ---------------------------------------------------------------------------- kinds
+def answer_kind(x: Any) -> str:
+    """What sort of answer ``x`` (a Math-Verify parse) is: ``"pair"`` (``(a, b)``: an open
+    interval or a 2-tuple, the same text either way), ``"interval"`` (any other interval or
+    union of sets of reals), ``"tuple"``, ``"set"`` (a list or set of several values) or
+    ``"value"`` (anything else, a one-element set included)."""
+    import sympy
+
+    if isinstance(x, sympy.Interval):
+        return "pair" if x.left_open and x.right_open else "interval"
+    if isinstance(x, sympy.Tuple):
+        return "pair" if len(x) == 2 else "tuple"
+    if isinstance(x, sympy.FiniteSet):
+        return "set" if len(x) > 1 else "value"
+    if isinstance(x, sympy.Set):
+        return "interval"
+    return "value"
+
+
+def same_kind(gold: Any, pred: Any) -> bool:
+    """Whether ``pred`` may equal ``gold`` at all: the same ``answer_kind``, where an open
+    interval also meets other sets of reals (``(0, 2)`` against ``(0, 1] \\cup (1, 2)``)."""
+    a, b = answer_kind(gold), answer_kind(pred)
+    if a == b:
+        return True
+    import sympy
+
+    reals = {"pair", "interval"}
+    return a in reals and b in reals and isinstance(gold, sympy.Set) and isinstance(pred, sympy.Set)
+
+
+def _typed_sets(original):
+    """Math-Verify's set comparison, refusing pairs of different kinds (``same_kind``)."""
+
+    def compare_sets(gold, pred, float_rounding, numeric_precision):
+        if not same_kind(gold, pred):
+            return False
+        return original(gold, pred, float_rounding, numeric_precision)
+
+    compare_sets.original = original
+    return compare_sets
+
+
 @functools.lru_cache(maxsize=1)
 def _install_number_rule() -> None:
-    """Route Math-Verify's numeric comparison through the grader's number rule (once)."""
+    """Route Math-Verify's numeric comparison through the grader's number rule, and its set
+    comparison through ``same_kind`` (once)."""
     from math_verify import grader
 
     if not hasattr(grader.sympy_numeric_eq, "original"):
         grader.sympy_numeric_eq = _numeric_eq(grader.sympy_numeric_eq)
+    if not hasattr(grader.sympy_compare_sets, "original"):
+        grader.sympy_compare_sets = _typed_sets(grader.sympy_compare_sets)
 
 
 def verify_pair(pred: str, gold: str, rel_tol: float = DEFAULT_REL_TOL) -> bool:
     """Whether ``pred`` means the same answer as ``gold``.  May run long: call it in a worker.
 
-    Both sides are read through ``prepare_answer`` (code-style answers become LaTeX); numbers
-    compare by ``numbers_agree`` with ``rel_tol``."""
+    Both sides are read through ``prepare_answer`` (code-style answers become LaTeX) and
+    ``hedge.read_pair`` (a hedge is wrong); numbers compare by ``numbers_agree`` with
+    ``rel_tol``."""
     global _rel_tol
     _install_number_rule()
     _rel_tol = rel_tol
     pred, gold = prepare_answer(pred), prepare_answer(gold)
+    pred, gold, hedge = read_pair(pred, gold, is_multi_valued(gold))
+    if hedge:
+        return False
     gold_parsed = parse_answer(gold)
     pred_parsed = parse_answer(pred)
     if gold_parsed and pred_parsed:

@@ -60,6 +60,27 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+def _pidfd_signal(fd: int, sig: int) -> None:
+    try:
+        signal.pidfd_send_signal(fd, sig)
+    except OSError:
+        pass
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    """Signal ``pid`` through a pidfd closed at once (no descriptor kept), or plainly on a
+    kernel without pidfds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        _signal_all([pid], sig)
+        return
+    try:
+        _pidfd_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
 def _signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         try:
@@ -77,7 +98,8 @@ class SessionCgroup:
         self.keeper = 0
         self.interpreter = 0
         self._syscall_fd = -1     # the interpreter's /proc/<pid>/syscall, kept open
-        self._stopped: list[int] = []  # pidfds of the processes stop() stopped
+        self._interp_fd = -1      # the interpreter's pidfd, kept open
+        self._others = False      # stop() stopped processes other than the interpreter
 
     def join_fds(self) -> list[int]:
         """``cgroup.procs`` of each controller, opened for the keeper to write ``0`` into."""
@@ -121,6 +143,11 @@ class SessionCgroup:
                 continue
         self.keeper = next((p for p, pp in parents.items() if pp not in pids), 0)
         self.interpreter = next((p for p, pp in parents.items() if pp == self.keeper), 0)
+        if self.interpreter:
+            try:
+                self._interp_fd = os.pidfd_open(self.interpreter)
+            except (AttributeError, OSError):
+                self._interp_fd = -1
         if self.interpreter and RECVFROM is not None:
             try:
                 self._syscall_fd = os.open(f"/proc/{self.interpreter}/syscall",
@@ -155,43 +182,38 @@ class SessionCgroup:
     def stop(self) -> None:
         """SIGSTOP every process of the session but the keeper (again for any that forked
         meanwhile).  Stopped processes still die of SIGKILL: a host that dies leaves nothing
-        frozen behind."""
+        frozen behind.  Host descriptors stay bounded whatever the session forks and however
+        often this is retried: the interpreter's pidfd is kept for the session's life, any
+        other process is signalled through a pidfd closed at once."""
         seen: set[int] = {self.keeper}
         for _ in range(STOP_ROUNDS):
             new = [p for p in self.pids() if p not in seen]
             if not new:
                 break
             for pid in new:
-                self._stop_one(pid)
+                if pid == self.interpreter and self._interp_fd >= 0:
+                    _pidfd_signal(self._interp_fd, signal.SIGSTOP)
+                else:
+                    self._others = True
+                    _signal_pid(pid, signal.SIGSTOP)
             seen.update(new)
 
-    def _stop_one(self, pid: int) -> None:
-        """SIGSTOP through a pidfd, kept to continue exactly this process later (a pid can be
-        reused once its process is gone; a pidfd cannot)."""
-        try:
-            fd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            _signal_all([pid], signal.SIGSTOP)  # a kernel without pidfds
-            self._stopped.append(-pid)
-            return
-        self._stopped.append(fd)
-        try:
-            signal.pidfd_send_signal(fd, signal.SIGSTOP)
-        except OSError:
-            pass
-
     def cont(self) -> None:
-        """SIGCONT what ``stop`` stopped (nothing else can have appeared meanwhile)."""
-        stopped, self._stopped = self._stopped, []
-        for fd in stopped:
-            if fd < 0:
-                _signal_all([-fd], signal.SIGCONT)
-                continue
-            try:
-                signal.pidfd_send_signal(fd, signal.SIGCONT)
-            except OSError:
-                pass
-            os.close(fd)
+        """SIGCONT what ``stop`` stopped: the interpreter, and every other process of the
+        session (a fresh read of its cgroup: nothing can have been added while stopped)."""
+        if self._interp_fd >= 0:
+            _pidfd_signal(self._interp_fd, signal.SIGCONT)
+        elif self.interpreter:
+            _signal_pid(self.interpreter, signal.SIGCONT)
+        if self._others:
+            self._others = False
+            for pid in self.pids():
+                if pid not in (self.keeper, self.interpreter):
+                    _signal_pid(pid, signal.SIGCONT)
+
+    def descriptors(self) -> int:
+        """Host descriptors this session holds open (bounded: see ``stop``)."""
+        return (self._interp_fd >= 0) + (self._syscall_fd >= 0)
 
     def max_memory_bytes(self) -> int:
         try:
@@ -203,10 +225,9 @@ class SessionCgroup:
     def remove(self) -> bool:
         """Kill what is left and remove the directories; False while some are still busy."""
         _signal_all(self.pids(), signal.SIGKILL)
-        for fd in self._stopped:
-            if fd >= 0:
-                os.close(fd)
-        self._stopped = []
+        if self._interp_fd >= 0:
+            os.close(self._interp_fd)
+            self._interp_fd = -1
         if self._syscall_fd >= 0:
             os.close(self._syscall_fd)
             self._syscall_fd = -1

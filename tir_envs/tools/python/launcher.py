@@ -127,7 +127,8 @@ def _new_root_mountpoint(binds: list[str]) -> str:
 def _bwrap_args(binds: list[str], privileged: bool) -> list[str]:
     args = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    args += (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if privileged
+    args += (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
+             if privileged
              else ["--unshare-user"])
     args += ["--tmpfs", "/tmp"]  # first: binds that live under /tmp are made inside it
     made: set[str] = set()
@@ -174,6 +175,10 @@ def launch_spec(mode: str, ctrl_fd: int, preload: tuple[str, ...], disk_mb: int,
     needs_drop = root and (mode != "rlimits" or world_readable(os.path.realpath(sys.executable)))
     if needs_drop:
         config["drop_uid"] = config["drop_gid"] = NOBODY
+        # each session switches to a host uid of its own (see uids.py): only as root, and
+        # only with namespaces (a session's user namespace maps onto that uid)
+        config["session_uids"] = (mode != "rlimits"
+                                  and config.get("self_test_uid") is not None)
     python = [sys.executable, "-I", "-B", "-c"]
     if mode == "bwrap":
         if bwrap_path() is None:

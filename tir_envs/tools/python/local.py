@@ -14,7 +14,7 @@ from tir_envs.tools.python.pool import PoolConfig, SandboxPool, SessionHandle, g
 _SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 15: "SIGTERM",
             24: "SIGXCPU", 25: "SIGXFSZ", 8: "SIGFPE", 4: "SIGILL", 2: "SIGINT"}
 _KINDS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "timeout": ToolStatus.TIMEOUT,
-          "cpu": ToolStatus.KILLED, "memory": ToolStatus.KILLED}
+          "cpu": ToolStatus.KILLED, "memory": ToolStatus.KILLED, "killed": ToolStatus.KILLED}
 
 
 def timeout_message(timeout_s: float) -> str:
@@ -76,6 +76,7 @@ class LocalBackend(SandboxBackend):
     """
 
     name = "local"
+    stateless_sessions = True
 
     def __init__(self, isolation: str = "auto", spares: int | None = None,
                  max_sessions: int | None = None, preload: tuple[str, ...] | None = None,
@@ -90,8 +91,9 @@ class LocalBackend(SandboxBackend):
     def pool(self) -> SandboxPool:
         return get_pool(self.config)
 
-    async def open(self, limits: Limits) -> SessionHandle:
-        return await asyncio.wrap_future(self.pool.open_session())
+    async def open(self, limits: Limits, stateless: bool = False) -> SessionHandle:
+        return await asyncio.wrap_future(self.pool.open_session(
+            fresh=stateless, limits=limits.process_limits() if stateless else None))
 
     async def run(self, handle: SessionHandle, code: str, limits: Limits) -> Execution:
         fut = self.pool.run(handle, code, limits.process_limits(), limits.timeout_s,

@@ -15,7 +15,9 @@ the host observed, with ``kind`` ``timeout`` / ``killed`` / ``protocol`` / ``inf
 Trust: a reply is data from untrusted code.  It is bounded (frame cap from the output limit),
 parsed without recursion, must carry the nonce of its request, and cannot choose a host
 status: ``timeout`` counts only when the host interrupted the cell, ``infra`` only comes from
-the host (fork server lost, spawn failure, shutdown).  A session that dies between calls is
+the host (fork server lost, spawn failure, shutdown, a session that could not be set up:
+setup is a request of its own, acknowledged before any code of the model is sent, and no
+frame is ever read as a setup outcome after that).  A session that dies between calls is
 reported at its next call as ``killed`` (the model's outcome).  A result ends a call only
 once the session is stopped (``cgroups.SessionCgroup.stop``) and the kernel shows the
 interpreter waiting for its next request (``_check_over``): a frame the code wrote while its
@@ -46,6 +48,7 @@ from tir_envs.tools.python import launcher, syscall_filter
 from tir_envs.tools.python.cgroups import CgroupTree, SessionCgroup
 from tir_envs.tools.python.reactor import Reactor, get_reactor
 from tir_envs.tools.python.sandbox import protocol
+from tir_envs.tools.python.uids import UidPool
 from tir_envs.validation import check_positive_int
 
 __all__ = ["PoolConfig", "SandboxPool", "SandboxUnavailable", "SessionHandle", "get_pool",
@@ -54,6 +57,8 @@ __all__ = ["PoolConfig", "SandboxPool", "SandboxUnavailable", "SessionHandle", "
 log = logging.getLogger("tir_envs.sandbox")
 MAX_HELLO = 64 * 1024    # the session's JSON hello (and setup error)
 MAX_INFLIGHT_SPAWNS = 8
+MAX_PARKED = 256         # idle stateless templates kept for later one-shot calls ...
+PARKED_IDLE_S = 30.0     # ... each for this long at most
 EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
 CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
 START_FAILURES_BEFORE_BACKOFF = 3
@@ -166,6 +171,11 @@ class SessionHandle:
         self.spawning = True
         self.cgroup: SessionCgroup | None = None
         self.runs = 0            # cells sent; 0: no code of the model has run in it yet
+        self.fresh = False       # stateless: every cell runs in a fresh fork of the template
+        self.uid: int | None = None  # the session's own host uid (see uids.py)
+        self.parked = False      # a closed stateless template kept for the next one-shot call
+        self.parked_at = 0.0
+        self.key = ""            # its limits
         self.fault = "infra"     # who a death is charged to: "model" once its code has run
 
     @property
@@ -235,15 +245,22 @@ class SandboxPool:
         self._cgroups: CgroupTree | None = None
         self._degraded: dict[str, str] = {}   # mechanism -> why it is not in use
         self._seccomp: str | None = None
+        self._uids: UidPool | None = None
         self._nonces = random.Random(os.urandom(16))
         self._prepared = False
+        self._parked: dict[str, collections.deque[SessionHandle]] = {}
+        self._parked_count = 0
+        self._expiry = None
         _raise_fd_limit()
 
     # ================================================================ public API
-    def open_session(self) -> cf.Future:
-        """A future of a ready ``SessionHandle`` (or ``SandboxUnavailable``)."""
+    def open_session(self, fresh: bool = False, limits: dict | None = None) -> cf.Future:
+        """A future of a ready ``SessionHandle`` (or ``SandboxUnavailable``).  With ``fresh``
+        the session is stateless: each cell runs in a fresh fork of its untouched interpreter,
+        and nothing the cell started or wrote outlives it; such a session, once closed, is
+        kept (set up with ``limits``) for the next stateless open with the same limits."""
         fut: cf.Future = cf.Future()
-        self.reactor.call_soon(self._open, fut)
+        self.reactor.call_soon(self._open, fut, _limits_key(limits) if fresh else None)
         return fut
 
     def run(self, handle: SessionHandle, code: str, limits: dict, timeout_s: float,
@@ -262,6 +279,19 @@ class SandboxPool:
         """A future resolved once every process of the session is gone (or after a bound)."""
         fut: cf.Future = cf.Future()
         self.reactor.call_soon(self._close, handle, fut)
+        return fut
+
+    def close_idle_templates(self) -> cf.Future:
+        """Close every idle stateless template now (they also close after ``PARKED_IDLE_S``
+        unused); a future resolved once that is under way."""
+        fut: cf.Future = cf.Future()
+
+        def run() -> None:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expire_parked(max_idle_s=-1.0)
+            _resolve(fut, None)
+        self.reactor.call_soon(run)
         return fut
 
     def info(self, timeout: float = 5.0) -> dict:
@@ -298,6 +328,8 @@ class SandboxPool:
         if self._cgroups is not None:
             self._wait_sessions_gone(timeout)
             self._cgroups.remove()
+        if self._uids is not None:
+            self._uids.close()
 
     def _wait_sessions_gone(self, timeout: float) -> None:
         """Session processes die with the fork server; wait for them to leave the cgroups."""
@@ -312,16 +344,22 @@ class SandboxPool:
                 "fork_server": dict(z.info) if z else {}, "spares": len(self._spares),
                 "live_sessions": self._live, "spawning": self._spawning,
                 "waiting": len(self._waiters), "failed_modes": dict(self._failed_modes),
+                "idle_templates": self._parked_count,
                 "counters": dict(self.counters), "config": {
                     "spares": self.config.target_spares,
                     "max_sessions": self._cap},
                 "cgroups": self._cgroups is not None,
                 "seccomp": self._seccomp is not None and bool(z and z.info.get("seccomp")),
+                "session_uids": bool(self._uids and z and z.info.get("session_uids")),
+                "uids_in_use": len(self._uids.in_use) if self._uids else 0,
                 "degraded": dict(self._degraded)}
 
     # ---------------------------------------------------------------- opening
-    def _open(self, fut: cf.Future) -> None:
+    def _open(self, fut: cf.Future, key: str | None = None) -> None:
+        """``key``: the limits of a stateless session (None: a stateful one)."""
         if not fut.set_running_or_notify_cancel():
+            return
+        if key is not None and self._unpark(key, fut):
             return
         if self._closed:
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
@@ -329,7 +367,7 @@ class SandboxPool:
         while self._spares:
             handle = self._spares.popleft()
             if handle.state == "ready":
-                handle.state = "idle"
+                handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
                 _resolve(fut, handle)
                 self._top_up()
                 return
@@ -337,7 +375,7 @@ class SandboxPool:
             _fail(fut, SandboxUnavailable(f"the sandbox is failing to start: {self._last_error}"))
             return
         timer = self.reactor.call_later(self.config.open_timeout_s, self._waiter_timeout, fut)
-        self._waiters.append((fut, timer))
+        self._waiters.append((fut, timer, key))
         self._ensure_zygote()
         self._top_up()
 
@@ -351,10 +389,10 @@ class SandboxPool:
     def _hand_out(self, handle: SessionHandle) -> None:
         """A session just became ready: give it to the oldest waiter, or keep it spare."""
         while self._waiters:
-            fut, timer = self._waiters.popleft()
+            fut, timer, key = self._waiters.popleft()
             timer.cancel()
             if not fut.done():
-                handle.state = "idle"
+                handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
                 _resolve(fut, handle)
                 return
         self._spares.append(handle)
@@ -365,6 +403,9 @@ class SandboxPool:
             return
         want = len(self._waiters) + self.config.target_spares - len(self._spares) - self._spawning
         room = self._cap - self._live
+        while room < want and self._parked_count:  # idle templates give their slots back
+            self._close(self._evict_parked(), cf.Future())
+            room = self._cap - self._live
         for _ in range(max(0, min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning))):
             self._spawn(z)
 
@@ -372,11 +413,14 @@ class SandboxPool:
         sid = next(self._sids)
         cgroup, join_fds = self._session_cgroup(sid)
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        uid = self._uids.take() if self._uids and z.info.get("session_uids") else None
         try:
-            socket.send_fds(z.ctrl, [json.dumps({"op": "spawn", "sid": sid}).encode()],
+            socket.send_fds(z.ctrl, [json.dumps({"op": "spawn", "sid": sid,
+                                                 "uid": uid}).encode()],
                             [child.fileno(), *join_fds])
         except OSError as e:
             host.close()
+            self._uids and self._uids.give_back(uid)
             if cgroup is not None:
                 cgroup.remove()
             self._zygote_died(z, f"cannot reach the fork server: {e}")
@@ -387,7 +431,7 @@ class SandboxPool:
                 os.close(fd)
         host.setblocking(False)
         handle = SessionHandle(sid, z, host)
-        handle.cgroup = cgroup
+        handle.cgroup, handle.uid = cgroup, uid
         z.sessions[sid] = handle
         self._spawning += 1
         self._live += 1
@@ -424,7 +468,7 @@ class SandboxPool:
              timeout_s: float, max_chars: int) -> None:
         if not fut.set_running_or_notify_cancel():
             return
-        if handle.state in ("running", "interrupting"):
+        if handle.state in ("running", "interrupting", "configuring"):
             handle.queue.append((fut, code, limits, timeout_s, max_chars))
             return
         if handle.state != "idle":
@@ -434,21 +478,13 @@ class SandboxPool:
 
     def _start_run(self, handle: SessionHandle, fut: cf.Future, code: str, limits: dict,
                    timeout_s: float, max_chars: int) -> None:
+        if not handle.configured:
+            handle.queue.appendleft((fut, code, limits, timeout_s, max_chars))
+            self._configure(handle, limits)
+            return
         run = handle.run = _PendingCall(fut, timeout_s, int(max_chars),
                                         self._nonces.getrandbits(64))
         msg = {"op": "run", "code": code, "max_chars": run.max_chars, "nonce": run.nonce}
-        if not handle.configured:
-            msg["limits"] = limits
-            handle.configured = True
-            if handle.cgroup is not None:
-                try:
-                    handle.cgroup.set_limits(limits.get("memory_mb"), limits.get("nproc"))
-                except OSError as e:
-                    handle.run = None
-                    _resolve(fut, {"kind": "infra", "lost": True,
-                                   "error": f"cannot set the session's cgroup limits: {e}"})
-                    self._kill(handle, "cgroup limits failed")
-                    return
         handle.state = "running"
         handle.runs += 1
         handle.fault = "model"
@@ -457,6 +493,42 @@ class SandboxPool:
         self._send(handle, protocol.encode(msg))
         if handle.cgroup is not None:  # after the send: the interpreter wakes to its request
             handle.cgroup.cont()
+
+    def _configure(self, handle: SessionHandle, limits: dict) -> None:
+        """Set the session up before any code of the model is sent: its cgroup limits here,
+        then its own limits and lock-down in the interpreter, acknowledged by a ``setup_ok``
+        frame.  Until that frame arrives no code has run in the session, so what it says
+        (and any failure on the way) is the sandbox's own: ``infra``.  After it, nothing the
+        session writes is ever read as a setup outcome (see docs/sandbox.md, statuses)."""
+        handle.configured = True
+        handle.state = "configuring"
+        if handle.cgroup is not None:
+            try:
+                handle.cgroup.set_limits(limits.get("memory_mb"), limits.get("nproc"))
+            except OSError as e:
+                self._kill(handle, f"cannot set the session's cgroup limits: {e}")
+                return
+        handle.decoder.max_frame = MAX_HELLO
+        handle.timer = self.reactor.call_later(self.config.ready_timeout_s, self._setup_timeout,
+                                               handle)
+        self._send(handle, protocol.encode({"op": "setup", "limits": limits,
+                                            "fresh": handle.fresh}))
+
+    def _setup_timeout(self, handle: SessionHandle) -> None:
+        if handle.state == "configuring":
+            self._kill(handle, "the session did not acknowledge its setup in time")
+
+    def _on_setup_reply(self, handle: SessionHandle, body: bytes) -> None:
+        """The interpreter's answer to ``setup`` (no code of the model has run yet)."""
+        handle.timer.cancel()
+        msg = _parse_json(body)
+        if msg is None or msg.get("op") != "setup_ok":
+            error = str(msg.get("error"))[:500] if msg else "not a setup acknowledgement"
+            self._kill(handle, f"session setup failed: {error}")
+            return
+        handle.state = "idle"
+        handle.decoder.max_frame = 0  # nothing may arrive until the first request
+        self._next_queued(handle)
 
     def _dead_reply(self, handle: SessionHandle) -> dict:
         """The reply to a call on a session that can run no more: the model's outcome when
@@ -539,27 +611,6 @@ class SandboxPool:
         _resolve(run.future, reply)
         self._next_queued(handle)
 
-    def _setup_failed(self, handle: SessionHandle, body: bytes) -> bool:
-        """The interpreter could not apply its limits on its first cell, before any code of
-        the model ran there: the only message from a session taken as infrastructure."""
-        run = handle.run
-        if run is None or handle.runs != 1 or not body.startswith(b"{"):
-            return False
-        try:
-            msg = json.loads(body)
-        except Exception:  # noqa: BLE001
-            return False
-        if not isinstance(msg, dict) or msg.get("op") != "setup_error":
-            return False
-        handle.run = None
-        run.timer.cancel()
-        handle.fault = "infra"
-        error = str(msg.get("error"))[:500]
-        _resolve(run.future, {"kind": "infra", "lost": True,
-                              "error": f"session setup failed: {error}"})
-        self._kill(handle, "session setup failed")
-        return True
-
     def _next_queued(self, handle: SessionHandle) -> None:
         while handle.queue and handle.state == "idle":
             fut, code, limits, timeout_s, max_chars = handle.queue.popleft()
@@ -636,9 +687,9 @@ class SandboxPool:
             self._spawning -= 1
             self._hand_out(handle)
             self._top_up()
+        elif handle.state == "configuring":
+            self._on_setup_reply(handle, body)
         elif handle.state in ("running", "interrupting") and run is not None:
-            if self._setup_failed(handle, body):
-                return
             try:
                 reply = protocol.decode_result(body, protocol.field_cap(run.max_chars))
             except protocol.ProtocolError as e:
@@ -711,7 +762,8 @@ class SandboxPool:
         if handle.spawning:
             handle.spawning = False
             self._spawning -= 1
-        unowned = handle.state in ("spawning", "ready")
+        unowned = handle.state in ("spawning", "ready") or handle.parked
+        self._forget_parked(handle)
         handle.state, handle.dead_reason = "dead", handle.dead_reason or reason
         try:
             self._spares.remove(handle)
@@ -742,10 +794,66 @@ class SandboxPool:
             handle.hang_timer = self.reactor.call_later(self.config.unresponsive_s,
                                                         self._check_exited, handle)
 
+    # ---------------------------------------------------------------- stateless templates
+    def _park(self, handle: SessionHandle) -> bool:
+        """Keep a closed stateless session for the next one-shot call with the same limits:
+        after each cell it is back to its untouched state (see ``interpreter.fresh_cell``)."""
+        if (not handle.fresh or handle.parked or handle.state != "idle" or handle.queue
+                or handle.zygote.state != "ready" or self._closed
+                or self._parked_count >= MAX_PARKED or not handle.key):
+            return False
+        handle.parked, handle.parked_at = True, time.monotonic()
+        self._parked.setdefault(handle.key, collections.deque()).append(handle)
+        self._parked_count += 1
+        if self._expiry is None:
+            self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
+        return True
+
+    def _expire_parked(self, max_idle_s: float = PARKED_IDLE_S) -> None:
+        """Close templates idle for longer than ``max_idle_s`` (their memory and slots)."""
+        self._expiry = None
+        oldest_allowed = time.monotonic() - max_idle_s
+        for parked in self._parked.values():
+            while parked and parked[0].parked_at <= oldest_allowed:
+                handle = parked.popleft()
+                handle.parked, handle.fresh = False, False
+                self._parked_count -= 1
+                self._close(handle, cf.Future())
+        if self._parked_count and not self._closed:
+            self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
+
+    def _unpark(self, key: str, fut: cf.Future) -> bool:
+        parked = self._parked.get(key)
+        while parked:
+            handle = parked.pop()
+            handle.parked = False
+            self._parked_count -= 1
+            if handle.state == "idle":
+                _resolve(fut, handle)
+                return True
+            self._close(handle, cf.Future())
+        return False
+
+    def _evict_parked(self) -> SessionHandle:
+        key = next(k for k, q in self._parked.items() if q)
+        handle = self._parked[key].popleft()
+        handle.parked, handle.fresh = False, False
+        self._parked_count -= 1
+        return handle
+
+    def _forget_parked(self, handle: SessionHandle) -> None:
+        if handle.parked:
+            handle.parked = False
+            self._parked[handle.key].remove(handle)
+            self._parked_count -= 1
+
     def _close(self, handle: SessionHandle, fut: cf.Future) -> None:
         if not fut.set_running_or_notify_cancel():
             return
         if not isinstance(handle, SessionHandle):
+            _resolve(fut, None)
+            return
+        if self._park(handle):
             _resolve(fut, None)
             return
         run, handle.run = handle.run, None
@@ -826,6 +934,12 @@ class SandboxPool:
                         "process (RLIMIT_AS) only, kernel memory (memfd, tmpfs, pipes) is not "
                         "counted, and only child processes (not threads) are stopped between "
                         "calls; see docs/sandbox.md", why)
+        self._uids, why = UidPool.create()
+        if why:
+            self._degraded["uids"] = why
+            log.warning("python sandbox without a host uid per session (%s): per-user kernel "
+                        "quotas (descriptors in flight, pipe buffers, inotify) are shared by "
+                        "all sessions; see docs/sandbox.md", why)
         self._seccomp, why = syscall_filter.cached_bpf()
         if why:
             self._degraded["seccomp"] = why
@@ -837,7 +951,8 @@ class SandboxPool:
         self._prepare()
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         errfile = tempfile.TemporaryFile()
-        options = {"seccomp_bpf": self._seccomp, "stop_others": self._cgroups is None}
+        options = {"seccomp_bpf": self._seccomp, "stop_others": self._cgroups is None,
+                   "self_test_uid": self._uids.self_test if self._uids else None}
         try:
             spec = launcher.launch_spec(mode, child.fileno(), self.config.preload,
                                         self.config.disk_mb, self.config.extra_binds,
@@ -927,13 +1042,22 @@ class SandboxPool:
         """Remove the session's cgroups once its processes are gone (retried while busy)."""
         cgroup = handle.cgroup
         if cgroup is None:
+            self._give_back_uid(handle)
             return
         if cgroup.remove():
             handle.cgroup = None
+            self._give_back_uid(handle)
         elif tries > 0:
             self.reactor.call_later(0.25, self._remove_cgroup, handle, tries - 1)
         else:
             self.counters["cgroups_left"] += 1
+
+    def _give_back_uid(self, handle: SessionHandle) -> None:
+        """The session's processes are gone (its cgroup removed, or its exit reported and
+        its pid namespace with it): its uid may serve another session."""
+        if self._uids is not None:
+            self._uids.give_back(handle.uid)
+        handle.uid = None
 
     def _zygote_died(self, z: _Zygote, reason: str) -> None:
         if z.state == "dead":
@@ -989,7 +1113,7 @@ class SandboxPool:
         self._start_failures = 0
         self._failed_modes.clear()
         waiters, self._waiters = self._waiters, collections.deque()
-        for fut, timer in waiters:
+        for fut, timer, _ in waiters:
             timer.cancel()
             _fail(fut, SandboxUnavailable(f"the python sandbox cannot start: {self._last_error}"))
 
@@ -1000,7 +1124,7 @@ class SandboxPool:
 
     def _shutdown(self) -> None:
         self._closed = True
-        for fut, timer in self._waiters:
+        for fut, timer, _ in self._waiters:
             timer.cancel()
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
         self._waiters.clear()
@@ -1020,15 +1144,26 @@ class SandboxPool:
         self._spares.clear()
 
 
-def _parse_hello(body: bytes) -> dict | None:
-    """The session's ``ready`` message (a small JSON object), or None if it is anything else."""
+def _limits_key(limits: dict | None) -> str:
+    return json.dumps(limits or {}, sort_keys=True)
+
+
+def _parse_json(body: bytes) -> dict | None:
+    """A small JSON object from the sandbox (only ever read before any code of the model
+    ran in it), or None if it is anything else."""
     if not body.startswith(b"{"):
         return None
     try:
         msg = json.loads(body)
     except Exception:  # noqa: BLE001 - RecursionError included
         return None
-    return msg if isinstance(msg, dict) and msg.get("op") == "ready" else None
+    return msg if isinstance(msg, dict) else None
+
+
+def _parse_hello(body: bytes) -> dict | None:
+    """The session's ``ready`` message, or None if it is anything else."""
+    msg = _parse_json(body)
+    return msg if msg is not None and msg.get("op") == "ready" else None
 
 
 def _raise_fd_limit() -> None:

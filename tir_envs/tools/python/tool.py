@@ -126,8 +126,10 @@ class PythonTool(Tool):
         return ToolResult(exe.render(self.error_style), exe.status,
                           time.perf_counter() - start, meta)
 
-    async def _open(self) -> tuple[Any, Execution | None]:
+    async def _open(self, stateless: bool = False) -> tuple[Any, Execution | None]:
         try:
+            if stateless:  # one handle serves many one-shot calls (see SandboxBackend)
+                return await self.backend.open(self.limits, stateless=True), None
             return await self.backend.open(self.limits), None
         except SandboxUnavailable as e:
             return None, Execution.infra(f"the Python sandbox is unavailable ({e})",
@@ -150,7 +152,7 @@ class PythonTool(Tool):
         return exe
 
     async def _run_once(self, code: str) -> Execution:
-        handle, failure = await self._open()
+        handle, failure = await self._open(not self.stateful and self.backend.stateless_sessions)
         if failure is not None:
             return failure
         try:

@@ -79,6 +79,7 @@ class Interpreter:
         self.cell = 0
         self.running = False
         self.interrupted = False
+        self.child = 0           # the forked child running a stateless cell, if any
         self.stdout = capture.CappedText(limit, 1)
         self.stderr = capture.CappedText(limit, 2)
 
@@ -91,6 +92,12 @@ class Interpreter:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     def _on_sigint(self, signum, frame):
+        if self.child:  # a stateless template: the cell runs in its child
+            try:
+                os.kill(self.child, signal.SIGINT)
+            except OSError:
+                pass
+            return
         if self.running:
             self.interrupted = True
             raise KeyboardInterrupt
@@ -192,16 +199,38 @@ def _signal_others(sig: int) -> None:
         pass
 
 
+def _setup(sock, req: dict, context: dict) -> bool:
+    """The session's one-time setup, before any code of the model: apply its limits and lock
+    it down, then acknowledge.  Returns whether every cell forks a fresh interpreter.
+
+    The host sends no code before it has read this acknowledgement, so the only frames it
+    ever takes as a setup outcome are written here, by the sandbox alone."""
+    fresh = bool(req.get("fresh"))
+    try:
+        jail.apply_limits(req.get("limits") or {}, context.get("base_vm", 0),
+                          context.get("shared_nproc", False))
+        info = context["prepare"](fresh)
+    except (OSError, ValueError) as e:
+        protocol.send(sock, {"op": "setup_error", "error": str(e)})
+        os._exit(5)
+    protocol.send(sock, {"op": "setup_ok", **info})
+    return fresh
+
+
 def serve(sock, context: dict) -> None:
     """Answer requests on ``sock`` until it closes.  Runs in the session's own process.
 
-    With ``stop_others`` (a pid namespace of our own but no host-side stopping), every other
-    process of the session is stopped between cells and continued when the next one starts.
+    The first request is ``setup`` (limits, and whether the session is stateless); every
+    later one a ``run``.  With ``stop_others`` (a pid namespace of our own but no host-side
+    stopping), every other process of the session is stopped between cells and continued
+    when the next one starts.  A stateless session runs each cell in a forked child
+    (``fresh_cell``) and stays the warm template of the next one.
     """
     interp = Interpreter()
     interp.install_signal_handlers()
     stop_others = context.get("stop_others", False)
     protocol.send(sock, {"op": "ready", "pid": os.getpid(), **context.get("info", {})})
+    fresh = None
     while True:
         try:
             req = protocol.recv(sock)
@@ -209,22 +238,88 @@ def serve(sock, context: dict) -> None:
             os._exit(3)
         if req is None or req.get("op") == "exit":
             os._exit(0)
+        if fresh is None:
+            if req.get("op") == "setup":
+                fresh = _setup(sock, req, context)
+            continue
         if req.get("op") != "run":
             continue
         nonce = int(req.get("nonce", 0))
-        if req.get("limits"):
-            try:
-                jail.apply_limits(req["limits"], context.get("base_vm", 0),
-                                  context.get("shared_nproc", False))
-            except (OSError, ValueError) as e:
-                protocol.send(sock, {"op": "setup_error", "error": str(e)})
-                os._exit(5)
-        if stop_others:
-            _signal_others(signal.SIGCONT)
-        reply = interp.run(str(req.get("code", "")), int(req.get("max_chars", 10_000)))
-        if stop_others:
-            _signal_others(signal.SIGSTOP)
+        code, limit = str(req.get("code", "")), int(req.get("max_chars", 10_000))
+        if fresh:
+            frame = fresh_cell(interp, code, limit, nonce, context)
+        else:
+            if stop_others:
+                _signal_others(signal.SIGCONT)
+            frame = protocol.encode_result(nonce, interp.run(code, limit))
+            if stop_others:
+                _signal_others(signal.SIGSTOP)
         try:
-            sock.sendall(protocol.encode_result(nonce, reply))
-        except (OSError, protocol.ProtocolError):
+            sock.sendall(frame)
+        except OSError:
             os._exit(4)
+
+
+def fresh_cell(interp: Interpreter, code: str, limit: int, nonce: int, context: dict) -> bytes:
+    """Run one cell in a forked copy of this untouched interpreter, then remove every trace
+    of it (its processes, files and IPC objects) and return the result frame it left.
+
+    The child cannot reach the host's socket (closed before any code runs); it writes its
+    result into a fresh memfd that this process reads once the child is gone, forwarding
+    exactly one frame no larger than the host accepts (anything else reads as a crash)."""
+    out = os.memfd_create("result", os.MFD_CLOEXEC)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _child_cell(interp, code, limit, nonce, out, context)
+        interp.child = pid
+        try:
+            _, status = os.waitpid(pid, 0)
+        finally:
+            interp.child = 0
+        context["clean"]()
+        frame = _one_frame(out, protocol.result_frame_cap(limit))
+    finally:
+        os.close(out)
+    if frame is None:
+        frame = protocol.encode_result(nonce, _death(status, limit))
+    return frame
+
+
+def _child_cell(interp, code: str, limit: int, nonce: int, out: int, context: dict) -> None:
+    """The forked child: lock itself down, run the cell, leave its frame in ``out``."""
+    try:
+        os.close(3)  # the host's socket stays with the template
+        context["lock_down"]()
+        data = protocol.encode_result(nonce, interp.run(code, limit))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+    finally:
+        os._exit(0)
+
+
+def _one_frame(fd: int, cap: int) -> bytes | None:
+    """The first frame in ``fd`` if it is whole and within ``cap``, else None."""
+    head = os.pread(fd, protocol.HEADER.size, 0)
+    if len(head) < protocol.HEADER.size:
+        return None
+    (size,) = protocol.HEADER.unpack(head)
+    if size > cap:
+        return None
+    body = os.pread(fd, size, protocol.HEADER.size)
+    return head + body if len(body) == size else None
+
+
+def _death(status: int, limit: int) -> dict:
+    """The reply for a child that left no valid result: how it ended, as the model's outcome."""
+    if os.WIFSIGNALED(status):
+        try:
+            name = signal.Signals(os.WTERMSIG(status)).name
+        except ValueError:
+            name = f"signal {os.WTERMSIG(status)}"
+        why = f"Killed: the interpreter was terminated by {name}."
+    else:
+        why = (f"Killed: the interpreter process exited with code {os.WEXITSTATUS(status)}"
+               " without a valid result.")
+    return {"kind": "killed", "error": why[:limit], "error_last_line": why[:limit]}

@@ -116,6 +116,116 @@ def _wait_for_exit(pid: int) -> None:
         os.close(fd)
 
 
+class _CellJail:
+    """How a session's interpreter locks itself down once its setup arrives, and, when it is
+    a stateless template, how each forked cell is locked down and everything it left is
+    removed.  The template itself never runs code of the model: it keeps its capabilities
+    (inside the session's own user namespace only) to clean up after each cell."""
+
+    def __init__(self, zygote: "Zygote", namespaced: bool, workdir: str):
+        self.zygote = zygote
+        self.namespaced = namespaced
+        self.workdir = workdir
+        self.workdir_mode = os.stat(workdir).st_mode & 0o7777
+        self.keep = {p.split("/")[2] for p in zygote.cfg.get("tmp_binds", []) if namespaced
+                     and p.startswith("/tmp/")}  # read-only binds of the allow-list
+        self.fresh = False
+
+    def _seccomp(self) -> bool:
+        if not self.zygote.seccomp:
+            return False
+        try:
+            jail.load_seccomp(self.zygote.seccomp)
+            return True
+        except OSError:  # a kernel without seccomp filters: the host warns
+            return False
+
+    def prepare(self, fresh: bool) -> dict:
+        """At setup: a stateful session locks down now; a template leaves it to its cells."""
+        self.fresh = fresh
+        if fresh:
+            if self.namespaced:
+                jail.empty_bounding_set()  # once, for every cell (the template never execs)
+            else:
+                jail.set_child_subreaper()  # orphans of a cell come back here to be killed
+            return {"seccomp": bool(self.zygote.seccomp)}
+        if self.namespaced:
+            jail.drop_capabilities()
+        return {"seccomp": self._seccomp()}
+
+    def lock_down(self) -> None:
+        """In a stateless cell's child, before its code: own IPC namespace, no capabilities,
+        the syscall filter, fresh random state."""
+        if self.namespaced:
+            jail.unshare(jail.CLONE_NEWIPC)
+            jail.drop_capabilities(bounding=False)
+        if not self._seccomp():
+            jail.join_fresh_keyring()
+        Zygote._reseed()
+
+    def clean(self) -> None:
+        """After a stateless cell: kill every process it left, then empty its files."""
+        if self.namespaced:
+            _signal_others_and_reap()
+        else:
+            _kill_descendants(os.getpid())
+        try:
+            os.chmod(self.workdir, self.workdir_mode)  # a cell may own it and chmod it
+        except OSError:
+            pass
+        _empty_dir(self.workdir, self.keep)
+        if self.namespaced and os.path.isdir("/dev/shm"):
+            _empty_dir("/dev/shm")
+
+
+def _signal_others_and_reap() -> None:
+    """As init of the session's pid namespace: SIGKILL every other process and reap them all
+    (orphans are re-parented to us before their parent is reaped, so ECHILD means none left)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except OSError:
+            return
+
+
+def _empty_dir(path: str, keep: set[str] = frozenset()) -> None:
+    """Remove what a cell left in ``path`` (usually nothing: one ``scandir``)."""
+    try:
+        entries = [e for e in os.scandir(path) if e.name not in keep]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _make_removable(entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _make_removable(path: str) -> None:
+    """A cell may have made its directories unreadable: give them back ``rwx`` first
+    (top-down, each before it is entered)."""
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        return
+    for root, dirs, _ in os.walk(path):
+        for d in dirs:
+            try:
+                os.chmod(os.path.join(root, d), 0o700, follow_symlinks=False)
+            except OSError:
+                pass
+
+
 class Zygote:
     def __init__(self, config: dict):
         self.cfg = config
@@ -141,11 +251,13 @@ class Zygote:
         if self.mode == "unshare":
             self._jail_filesystem()
         if cfg.get("drop_uid") is not None and os.geteuid() == 0:
-            jail.drop_to_user(cfg["drop_uid"], cfg["drop_gid"])
+            jail.drop_to_user(cfg["drop_uid"], cfg["drop_gid"],
+                              keep_setuid=bool(cfg.get("session_uids")))
         if self.mode == "unshare" and cfg.get("own_userns"):
             jail.drop_capabilities()
         fresh_keyring = jail.join_fresh_keyring()  # never the host's keys, even without seccomp
-        self.info = {"isolation": self.mode, "uid": os.getuid(), **self._self_test(),
+        self.info = {"isolation": self.mode, "uid": os.getuid(),
+                     "session_uids": bool(cfg.get("session_uids")), **self._self_test(),
                      "fork_server_keyring": fresh_keyring}
         missing = []
         for name in cfg.get("preload", []):
@@ -153,10 +265,13 @@ class Zygote:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - a missing optional module is not fatal
                 missing.append(name)
+        self._reseed()  # once here: numpy's first seeding initialises OpenSSL (~30 ms), which
+        # every session (and every stateless cell) would otherwise pay again after its fork
         self.base_vm = jail.vm_size_bytes()
         self.info.update(missing_preloads=missing, python=sys.version.split()[0])
         gc.collect()
         gc.freeze()  # keep the collector off inherited objects: fewer copy-on-write pages
+        self.info["huge_pages_mb"] = jail.collapse_huge_pages() >> 20
 
     def _jail_filesystem(self) -> None:
         flags = jail.CLONE_NEWNS | jail.CLONE_NEWNET | jail.CLONE_NEWIPC
@@ -172,12 +287,15 @@ class Zygote:
         """Start one session and wait for it to report ready (proves the isolation works),
         then check that the kernel enforces ``RLIMIT_NPROC`` for it (it does not for uid 0)."""
         host, child = socket.socketpair()
-        pid = self._fork_session(child.detach(), sid=-1)
+        pid = self._fork_session(child.detach(), sid=-1, uid=self.cfg.get("self_test_uid"))
         host.settimeout(self.cfg.get("ready_timeout_s", 30))
         enforced = False
         try:
             hello = protocol.recv(host)
             if hello and hello.get("op") == "ready":
+                protocol.send(host, {"op": "setup", "limits": {}})
+                setup = protocol.recv(host)
+                hello["seccomp"] = bool(setup and setup.get("seccomp"))
                 protocol.send(host, {"op": "run", "code": NPROC_PROBE, "max_chars": 100,
                                      "nonce": 1})
                 body = protocol.recv_body(host, protocol.result_frame_cap(100))
@@ -199,20 +317,22 @@ class Zygote:
                 "nproc_enforced": enforced}
 
     # ------------------------------------------------------------------ sessions
-    def _fork_session(self, sock_fd: int, sid: int, cgroup_fds: list[int] = ()) -> int:
+    def _fork_session(self, sock_fd: int, sid: int, cgroup_fds: list[int] = (),
+                      uid: int | None = None) -> int:
         zygote_pid = os.getpid()
         self.fork_started = time.monotonic()
         pid = os.fork()
         if pid == 0:
             try:
-                self._keeper(sock_fd, zygote_pid, cgroup_fds)
+                self._keeper(sock_fd, zygote_pid, cgroup_fds, uid)
             finally:
                 os._exit(101)
         for fd in (sock_fd, *cgroup_fds):
             os.close(fd)
         return pid
 
-    def _keeper(self, sock_fd: int, zygote_pid: int, cgroup_fds: list[int] = ()) -> None:
+    def _keeper(self, sock_fd: int, zygote_pid: int, cgroup_fds: list[int] = (),
+                uid: int | None = None) -> None:
         """Process A (see the module docstring).  Never returns."""
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
@@ -236,6 +356,11 @@ class Zygote:
         namespaced = self.mode != "rlimits"
         workdir = None
         if namespaced:
+            if uid is not None and self.cfg.get("session_uids"):
+                try:
+                    jail.become_session_user(int(uid))  # the session's own host uid
+                except OSError:
+                    os._exit(107)
             jail.enter_user_namespace(jail.SESSION_NAMESPACES)
         else:
             jail.set_child_subreaper()
@@ -287,13 +412,13 @@ class Zygote:
             os.close(alive_r)
             os.setsid()
             info: dict = {}
-            if workdir is None:
+            namespaced = workdir is None
+            if namespaced:
                 info.update(jail.mount_session_fs(self.cfg.get("disk_mb", 64),
                                                   self.cfg.get("tmp_binds", []),
                                                   self.cfg.get("tmp_stash", "")))
                 workdir = "/tmp"
                 info["userns_locked"] = jail.restrict_user_namespaces()
-                jail.drop_capabilities()
             else:
                 jail.prctl(jail.PR_SET_NO_NEW_PRIVS, 1)
             info["keyring"] = jail.join_fresh_keyring()
@@ -304,16 +429,12 @@ class Zygote:
                 os.dup2(mem, fd)
                 os.close(mem)
             self._reseed()
-            info["seccomp"] = False
-            if self.seccomp:
-                try:
-                    jail.load_seccomp(self.seccomp)
-                    info["seccomp"] = True
-                except OSError:  # a kernel without seccomp filters: the host warns
-                    pass
             info["spawn_ms"] = round(1000 * (time.monotonic() - self.fork_started), 3)
             sock = socket.socket(fileno=3)
+            cell = _CellJail(self, namespaced, workdir)
             interpreter.serve(sock, {"base_vm": self.base_vm, "info": info,
+                                     "prepare": cell.prepare, "lock_down": cell.lock_down,
+                                     "clean": cell.clean,
                                      "shared_nproc": self.mode == "rlimits",
                                      "stop_others": bool(self.cfg.get("stop_others"))
                                      and self.mode != "rlimits"})
@@ -383,7 +504,7 @@ class Zygote:
         msg = json.loads(data)
         op = msg.get("op")
         if op == "spawn":
-            self._spawn(msg["sid"], fds)
+            self._spawn(msg["sid"], fds, msg.get("uid"))
         elif op == "signal":
             for fd in fds:
                 os.close(fd)
@@ -391,13 +512,13 @@ class Zygote:
         elif op == "exit":
             self._shutdown()
 
-    def _spawn(self, sid: int, fds: list[int]) -> None:
+    def _spawn(self, sid: int, fds: list[int], uid: int | None = None) -> None:
         """``fds``: the session's socket, then the ``cgroup.procs`` files it must join."""
         if not fds:
             self.send({"op": "spawn_failed", "sid": sid, "error": "expected a socket"})
             return
         try:
-            pid = self._fork_session(fds[0], sid, fds[1:])
+            pid = self._fork_session(fds[0], sid, fds[1:], uid)
         except OSError as e:
             for fd in fds:
                 os.close(fd)
