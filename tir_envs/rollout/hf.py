@@ -4,9 +4,12 @@
 that model in place (``optimizer.step()``) is generating from the new weights on the next call,
 with no weight sync.  Requests that arrive together (the engine's concurrent episodes) are
 batched into one left-padded ``generate`` call on a worker thread, so the event loop keeps
-running tool calls while the model computes.  Each request samples from its own random
-generator (``_RowSampler``): a seeded request generates the same tokens whatever else shares
-its batch, so results do not depend on concurrency or on a run being interrupted and resumed.
+running tool calls while the model computes.  With ``per_request_rng=True`` (what ``hf:``
+policy specs build, for benchmarks) each request samples from its own random generator
+(``_RowSampler``): a seeded request generates the same tokens whatever else shares its batch,
+so results do not depend on concurrency or on a run being interrupted and resumed.  The
+default draws a batch from one stream seeded with its first request's seed (reproducible when
+the same requests meet in the same batches, as in a rerun of a training step).
 
 Logprobs are those of the sampled tokens under the temperature-scaled distribution,
 ``log_softmax(logits / temperature)`` (plain ``log_softmax`` when greedy); top-p/top-k are not
@@ -45,10 +48,9 @@ class _Request:
 def _batch_key(sampling: SamplingParams) -> tuple:
     """Requests may share a ``generate`` call when their sampling settings agree.
 
-    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap and draws its noise
-    from its own generator (``_RowSampler``), so what a seeded request generates does not
-    depend on which other requests share its batch (concurrency, an interrupted and resumed
-    run).
+    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap; with per-request
+    generators (``_RowSampler``) each row draws its own noise, otherwise a batch draws from
+    one stream seeded with its first request's seed.
     """
     return (sampling.temperature, sampling.top_p, sampling.top_k,
             tuple(sorted(sampling.extra.items())))
@@ -64,10 +66,11 @@ class HFPolicy:
         then the bundled Qwen2.5 tokenizer.
       max_batch_size: the most requests in one ``generate`` call.
       eos_token_ids: ids that end an action (default: the tokenizer's EOS and the model's).
+      per_request_rng: each request samples from its own generator (module docstring).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, max_batch_size: int = 32,
-                 eos_token_ids: Sequence[int] | None = None):
+                 eos_token_ids: Sequence[int] | None = None, per_request_rng: bool = False):
         if isinstance(model, str):
             from transformers import AutoModelForCausalLM
             tokenizer = tokenizer if tokenizer is not None else model
@@ -85,6 +88,7 @@ class HFPolicy:
                              f"{self.vocab_size} tokens: this is not the model's tokenizer; pass "
                              "the model folder's own tokenizer")
         self.max_batch_size = max_batch_size
+        self.per_request_rng = per_request_rng
         self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _eos_ids(
             self.tokenizer, model)
         self.pad_token_id = _pad_id(self.tokenizer, self.eos_token_ids)
@@ -162,7 +166,7 @@ class HFPolicy:
         kwargs = self._generate_kwargs(s, max_new, all_stops, width,
                                        [(x.seed, len(p)) for x, p in zip(samplings, prompts)],
                                        device)
-        with torch.no_grad():
+        with torch.no_grad(), _seeded(None if self.per_request_rng else s.seed):
             out = self.model.generate(input_ids=input_ids.to(device),
                                       attention_mask=attention.to(device), **kwargs)
         new = out.sequences[:, width:].cpu()
@@ -177,18 +181,22 @@ class HFPolicy:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         processors = [_MaskPadded(self.vocab_size)]
-        if s.temperature > 0:
+        own = self.per_request_rng and s.temperature > 0
+        if own:  # hf's sampler draws from one stream for the whole batch; ours per row, handing
+            # generate scores whose argmax *is* the sample (the Gumbel-max trick)
             processors.append(_RowSampler(s, rows, device))
-        # hf's own sampler draws from one stream for the whole batch; ours draws per row and
-        # hands generate scores whose argmax *is* the sample (the Gumbel-max trick)
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=max_new, do_sample=False, eos_token_id=self.eos_token_ids,
+            max_new_tokens=max_new, do_sample=s.temperature > 0 and not own,
+            eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id, return_dict_in_generate=True, output_logits=True,
             stopping_criteria=StoppingCriteriaList([_StopStrings(self.codec, stops, prompt_width)]),
             logits_processor=LogitsProcessorList(processors),
-            # neutralise sampling defaults a model's generation_config may carry
-            temperature=None, top_p=None, top_k=None,
         )
+        if s.temperature > 0 and not own:
+            kwargs.update(temperature=s.temperature, top_p=s.top_p,
+                          top_k=0 if s.top_k is None or s.top_k < 0 else s.top_k)
+        else:  # neutralise sampling defaults a model's generation_config may carry
+            kwargs.update(temperature=None, top_p=None, top_k=None)
         kwargs.update(s.extra)
         return kwargs
 
@@ -294,6 +302,25 @@ def _sampled_logprobs(logits: Sequence[Any], tokens: Any, temperature: float, vo
     if not cols:
         return torch.zeros((tokens.shape[0], 0))
     return torch.stack(cols, dim=1)
+
+
+class _seeded:
+    """Seed torch's RNG for one call without disturbing the caller's (e.g. a trainer's) stream."""
+
+    def __init__(self, seed: int | None):
+        self.seed = seed
+        self._fork = None
+
+    def __enter__(self):
+        if self.seed is not None:
+            import torch
+            self._fork = torch.random.fork_rng(devices=[])
+            self._fork.__enter__()
+            torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc):
+        if self._fork is not None:
+            self._fork.__exit__(*exc)
 
 
 def _device(model: Any):

@@ -61,7 +61,8 @@ def build_policy(spec: str, *, tokenizer: Any = None, model: str | None = None,
     tok = load_tokenizer(tokenizer or (target if kind in ("hf", "vllm") else None))
     if kind == "hf":
         from tir_envs.rollout.hf import HFPolicy
-        return HFPolicy(target, tok), tok
+        # per-request generators: a seeded sample does not depend on what shares its batch
+        return HFPolicy(target, tok, per_request_rng=True), tok
     if kind == "vllm":
         from tir_envs.rollout.vllm_backend import VLLMPolicy
         return VLLMPolicy(target, tok, **(engine_args or {})), tok
