@@ -55,6 +55,11 @@ def _bench_cli(out: Path) -> subprocess.Popen:
                    "--out", str(out), "--no-progress")
 
 
+def _saved(folder: Path) -> int:
+    path = folder / "samples.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
     deadline = time.time() + seconds
     while not path.exists():
@@ -69,6 +74,10 @@ def test_a_second_process_on_the_same_folder_refuses_at_once_and_a_dead_holders_
     holder = _python("-c", SLOW_RUN, str(out), str(started))
     try:
         _wait_for(started, holder)
+        deadline = time.time() + 120
+        while _saved(out) < 3:  # records reach the disk every 0.5 s: some are saved
+            assert holder.poll() is None and time.time() < deadline, holder.communicate()
+            time.sleep(0.05)
         t0 = time.time()
         second = _bench_cli(out)
         _, err = second.communicate(timeout=120)
