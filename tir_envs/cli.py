@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     prog = f"{parser.prog} {args.command}"
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a resume hint repeats
     try:
         return int(args.func(args) or 0)
     except SystemExit as exc:
