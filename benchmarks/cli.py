@@ -4,18 +4,25 @@
         --top-p 0.95 --seed 0 --out runs/x
     tir-envs bench --suite hotpotqa --suite bamboogle --policy openai:http://127.0.0.1:8000/v1 \\
         --model qwen --no-tools --out runs/x-notools
-    tir-envs bench compare runs/x runs/y      # side by side, paired permutation test
-    tir-envs bench report runs/x              # rebuild summary.json, report.md, plots
+    tir-envs bench --suite math500 --policy oracle --out runs/sanity   # must score 100%
+    tir-envs bench --tasks mine.jsonl --protocol rite --policy hf:/models/x --out runs/mine
+    tir-envs bench --suite math500 --policy openai:http://a:8000/v1,http://b:8000/v1 \
+        --model qwen -k 16 --seeds 3 --ray auto --out runs/x-ray
+    tir-envs bench compare runs/x runs/y      # side by side by (suite, part), paired test
+    tir-envs bench report runs/x --by level   # rebuild summary.json, report.md, plots
     tir-envs bench list                       # the suites, their envs and item counts
 
-Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL, scripted:FILE).
-Rerunning the same command on the same --out resumes: finished samples are not run again.
+Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL[,URL...],
+scripted:FILE), plus ``oracle`` and ``wrong``.  Rerunning the same command on the same --out
+resumes: finished samples are not run again; a second process on the same --out is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from typing import Any
 
 
@@ -25,11 +32,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", action="append", default=[],
                    help="suite name (repeat, or comma-separate, for several); see `bench list`")
-    p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+    p.add_argument("--tasks", metavar="FILE",
+                   help="your own tasks (.jsonl/.parquet), run as the suite custom:FILE and "
+                        "pinned by its sha256")
+    p.add_argument("--env", help="env of --tasks / custom:FILE (default tir/MathCode-v0; pick "
+                                 "the protocol with --protocol)")
+    p.add_argument("--scoring", choices=["math", "qa", "sql", "choice", "ifeval"],
+                   help="how --tasks answers are compared (default: the env's)")
+    p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
+                                    "(each item's gold: must score 100%%) | wrong (a fixed "
+                                    "wrong answer: must score 0)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
     p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="independent replicates of the k samples, each with its own seeds; the "
+                        "report gives the spread over them (default 1)")
+    p.add_argument("--by", action="append", default=[], metavar="FIELD",
+                   help="break each part's accuracy down by this task field (repeatable; "
+                        "MATH-500 is always broken down by level and subject)")
+    p.add_argument("--temperature", type=float,
+                   help="default: 0 (greedy) for k = 1, 0.6 for k > 1 (pass@k)")
+    p.add_argument("--top-p", type=float, help="default: 1 when greedy, else 0.95")
     p.add_argument("--top-k", type=int, default=-1)
     p.add_argument("--seed", type=int, default=0, help="sampling seed; sample s of item i gets "
                                                        "seed + i*k + s (default 0)")
@@ -46,6 +69,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, help="seconds per episode before it is flagged")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="extra env constructor argument (VALUE parsed as JSON when it can be)")
+    p.add_argument("--tensor-parallel-size", type=int, help="vllm: GPUs per model replica")
+    p.add_argument("--max-model-len", type=int, help="vllm: context length the engine serves")
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="vllm: share of GPU memory the engine may take (0-1)")
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="vllm: any other AsyncEngineArgs field (VALUE parsed as JSON when it "
+                        "can be)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
+                        "ray://host:10001; none: a local instance); the run folder stays here")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
@@ -56,54 +89,79 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.set_defaults(func=compare_command)
     r = sub.add_parser("report", help="rebuild summary.json, report.md and plots of a run")
     r.add_argument("run")
+    r.add_argument("--by", action="append", default=[], metavar="FIELD",
+                   help="also break each part down by this task field")
     r.set_defaults(func=report_command)
     ls = sub.add_parser("list", help="the suites")
     ls.set_defaults(func=list_command)
     return p
 
 
-def _suites(values: list[str]) -> list[str]:
+def _suites(values: list[str], tasks: str | None = None) -> list[str]:
     from benchmarks.suites import SUITES
 
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
-    if not names:
-        raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`)")
-    unknown = [n for n in names if n not in SUITES]
+    if not names and not tasks:
+        raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`) or your "
+                         "own tasks with --tasks FILE")
+    unknown = [n for n in names if n not in SUITES and not n.startswith("custom:")]
     if unknown:
         raise SystemExit(f"bench: unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     return names
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from benchmarks.harness import run
-    from tir_envs.rollout.cli import parse_env_args
+    from benchmarks.harness import RunInterrupted
 
-    names = _suites(args.suite)
+    names = _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
-    summary = run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
-                  top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-                  max_tokens=args.max_tokens, use_tools=not args.no_tools,
-                  protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
-                  model=args.model, api_key=args.api_key,
-                  env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-                  episode_timeout_s=args.timeout, progress=not args.no_progress)
+    try:
+        summary = _run(names, args)
+    except RunInterrupted as exc:
+        command = shlex.join(["tir-envs", *getattr(args, "argv", ["bench", "..."])])
+        print(f"tir-envs bench: interrupted: {exc.saved} of {exc.total} samples are saved in "
+              f"{exc.folder}; resume with:\n  {command}", file=sys.stderr)
+        return 130
     table = {name: round(100 * col["acc"], 2) for name, col in summary["autotir_table"].items()}
     print(json.dumps({"out": args.out, "accuracy_pct": table}))
     return 0
 
 
-def compare_command(args: argparse.Namespace) -> int:
-    from benchmarks.compare import compare, format_rows
+def _run(names: list[str], args: argparse.Namespace) -> dict:
+    from benchmarks.harness import run
+    from tir_envs.rollout.cli import parse_env_args
 
-    print(format_rows(compare(args.run_a, args.run_b, args.alpha), args.run_a, args.run_b))
+    engine_args = parse_env_args(args.engine_arg, "--engine-arg")
+    for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
+        if getattr(args, flag) is not None:
+            engine_args[flag] = getattr(args, flag)
+    return run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
+               top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+               max_tokens=args.max_tokens, use_tools=not args.no_tools,
+               protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
+               model=args.model, api_key=args.api_key,
+               env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
+               episode_timeout_s=args.timeout, progress=not args.no_progress,
+               engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
+               env=args.env, scoring=args.scoring, ray=args.ray)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    from benchmarks.compare import compare, format_result
+
+    result = compare(args.run_a, args.run_b, args.alpha)
+    print(format_result(result, args.run_a, args.run_b))
+    if result["settings_differ"]:
+        print("bench compare: warning: the runs differ in "
+              + ", ".join(sorted(result["settings_differ"])), file=sys.stderr)
     return 0
 
 
 def report_command(args: argparse.Namespace) -> int:
     from benchmarks.report import REPORT, write_outputs
 
-    write_outputs(args.run)
+    write_outputs(args.run, args.by)
     print(f"{args.run}/{REPORT}")
     return 0
 

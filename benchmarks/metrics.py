@@ -17,7 +17,8 @@ Definitions (docs/benchmarks.md repeats them with the report format):
 * Tool selection ``TS``: executed calls whose tool is the task's ground-truth tool, over all
   executed calls, on tasks that have one (``None`` when no such call was made).
   Tool productivity ``TP``: correct answers / (1 + executed tool calls), over a set.
-* ``paired_permutation_test``: two-sided sign-flip test on per-item score differences.
+* ``permutation_test``: two-sided sign-flip test on per-item score differences, exact when the
+  differences lie on a grid (shares of k samples do), else Monte Carlo with its error.
 """
 
 from __future__ import annotations
@@ -192,25 +193,73 @@ def calls_by_tool(counts: Sequence[Mapping[str, int]]) -> dict[str, float]:
 
 def paired_permutation_test(a: Sequence[float], b: Sequence[float], resamples: int = 10000,
                             seed: int = 0) -> float:
-    """Two-sided p-value that paired per-item scores ``a`` and ``b`` have equal means.
+    """Two-sided p-value that paired per-item scores ``a`` and ``b`` have equal means
+    (``permutation_test``'s p-value)."""
+    return permutation_test(a, b, resamples, seed)["p_value"]
 
-    Under the null the sign of each item's difference is exchangeable: the statistic is
-    ``|sum(d)|``; with at most 16 non-zero differences every sign assignment is enumerated
-    (exact), otherwise ``resamples`` random flips from a fixed seed (add-one estimate).
+
+#: the largest distribution of sums the exact test builds (grid points), ~16 MB of floats
+_EXACT_MAX_POINTS = 2_000_001
+
+
+def permutation_test(a: Sequence[float], b: Sequence[float], resamples: int = 10000,
+                     seed: int = 0) -> dict[str, Any]:
+    """The paired sign-flip test, exact whenever feasible: ``{p_value, method, mc_error}``.
+
+    Under the null the sign of each item's difference is exchangeable; the statistic is
+    ``|sum(d)|``.  Per-item scores are shares of k samples, so the differences lie on a grid
+    of step ``1/L`` (L the common denominator, found from the values): the null distribution
+    of the sum is then built exactly by convolving each item's two signs (``method="exact"``,
+    ``mc_error=0``).  Off a grid, at most 16 non-zero differences are enumerated; otherwise
+    ``resamples`` random flips from a fixed seed give an add-one estimate with its Monte Carlo
+    standard error ``sqrt(p(1-p)/resamples)`` (``method="monte carlo"``).
     """
     if len(a) != len(b):
         raise ValueError(f"paired scores differ in length: {len(a)} vs {len(b)}")
     diffs = [x - y for x, y in zip(a, b) if x != y]
     if not diffs:
-        return 1.0
+        return {"p_value": 1.0, "method": "exact", "mc_error": 0.0}
+    steps = _on_grid(diffs)
+    if steps is not None and 2 * sum(abs(s) for s in steps) + 1 <= _EXACT_MAX_POINTS:
+        return {"p_value": _exact_sign_flip(steps), "method": "exact", "mc_error": 0.0}
     observed = abs(math.fsum(diffs)) - 1e-12
     if len(diffs) <= 16:
         hits = 0
         for mask in range(1 << len(diffs)):
             s = math.fsum(d if mask >> i & 1 else -d for i, d in enumerate(diffs))
             hits += abs(s) >= observed
-        return hits / (1 << len(diffs))
+        return {"p_value": hits / (1 << len(diffs)), "method": "exact", "mc_error": 0.0}
     rng = random.Random(seed)
     hits = sum(abs(math.fsum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed
                for _ in range(resamples))
-    return (hits + 1) / (resamples + 1)
+    p = (hits + 1) / (resamples + 1)
+    return {"p_value": p, "method": "monte carlo",
+            "mc_error": math.sqrt(p * (1 - p) / resamples)}
+
+
+def _on_grid(values: Sequence[float], max_denominator: int = 4096) -> list[int] | None:
+    """``values`` as integer multiples of one step ``1/L`` (``None`` when they are not)."""
+    from fractions import Fraction
+
+    fracs = [Fraction(v).limit_denominator(max_denominator) for v in values]
+    if any(abs(float(f) - v) > 1e-9 for f, v in zip(fracs, values)):
+        return None
+    lcm = math.lcm(*(f.denominator for f in fracs))
+    return [int(f * lcm) for f in fracs]
+
+
+def _exact_sign_flip(steps: Sequence[int]) -> float:
+    """P(|sum of ±steps| >= |sum(steps)|) with each sign a fair coin, by convolution."""
+    import numpy as np
+
+    total = sum(abs(s) for s in steps)
+    dist = np.zeros(2 * total + 1)
+    dist[total] = 1.0
+    for s in (abs(x) for x in steps):
+        shifted = np.zeros_like(dist)
+        shifted[s:] += 0.5 * dist[:-s]
+        shifted[:-s] += 0.5 * dist[s:]
+        dist = shifted
+    observed = abs(sum(steps))
+    sums = np.abs(np.arange(-total, total + 1))
+    return float(min(1.0, dist[sums >= observed].sum()))

@@ -13,6 +13,19 @@ from tir_envs.trajectory import Trajectory
 
 #: task meta copied into each record (what scoring needs besides the ledger)
 _META_KEYS = ("domain", "tool", "db_path", "dataset", "instruction_id_list", "kwargs")
+#: other task fields kept for breakdowns (``--by FIELD``: MATH-500's level and subject,
+#: HotpotQA's type and level, Spider's db_id): short scalars only, never a worked solution
+_SHORT_TEXT = 64
+
+
+def record_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The task fields a record keeps: what scoring needs, and short scalar fields."""
+    kept = {k: meta[k] for k in _META_KEYS if k in meta}
+    for key, value in meta.items():
+        if key not in kept and (isinstance(value, (bool, int, float)) or
+                                (isinstance(value, str) and len(value) <= _SHORT_TEXT)):
+            kept[key] = value
+    return kept
 
 
 def verdict(traj: Trajectory) -> tuple[bool, bool, str | None]:
@@ -49,13 +62,19 @@ def tool_figures(traj: Trajectory) -> dict[str, Any]:
             "infra_errors": infra, "tool_latency_s": latencies}
 
 
+def _gold(answer: Any) -> Any:
+    """The task's gold answer as JSON can hold it (for reports and the trajectory viewer)."""
+    return answer if isinstance(answer, (str, int, float, bool, list, dict)) or answer is None \
+        else str(answer)
+
+
 def sample_record(suite: str, part: str, item: int, sample: int, seed: int | None, task: Task,
                   traj: Trajectory) -> dict[str, Any]:
     """The ``samples.jsonl`` record of one finished sample."""
     correct, answered, answer = verdict(traj)
     return {
         "suite": suite, "part": part, "item": item, "sample": sample, "seed": seed,
-        "task_id": task.id, "meta": {k: task.meta[k] for k in _META_KEYS if k in task.meta},
+        "task_id": task.id, "gold": _gold(task.answer), "meta": record_meta(task.meta),
         "correct": correct, "answered": answered, "answer": answer,
         "reward": traj.reward, "components": dict(traj.reward_components),
         **tool_figures(traj),

@@ -10,29 +10,40 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from benchmarks.scoring import accuracy_by_tool_calls, score
+from benchmarks.metrics import tool_productivity
+from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
+                                shown_k)
 from benchmarks.store import RunStore
-from benchmarks.suites import SUITES
+from benchmarks.suites import suite_of_run
 
 SUMMARY = "summary.json"
 REPORT = "report.md"
 
 
-def summarize(store: RunStore) -> dict[str, Any]:
-    """Metrics of every suite of the run, by part for suites with several parts."""
+def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
+    """Metrics of every suite of the run, by part for suites with several parts; each part
+    also broken down by its own fields (MATH-500: level, subject) and by ``by`` (and the
+    run's ``--by``), and with the spread over seed replicates when the run has several."""
     cfg = store.config
     k = cfg["k"]
+    seeds = cfg.get("seeds", 1)
+    fields = list(dict.fromkeys([*cfg.get("by", []), *by]))
     suites: dict[str, Any] = {}
     for name in cfg["suites"]:
-        suite = SUITES[name]
+        suite = suite_of_run(name, cfg)
         records = store.suite_records(name)
         parts = {}
         for part in suite.parts:
             mine = [r for r in records if r["part"] == part.name]
             parts[part.name] = {**score(mine, part.scoring, k), "file": part.file,
                                 "sha256": part.sha256, "pinned_items": part.count}
+            split = {f: breakdown(mine, k, f) for f in dict.fromkeys([*part.breakdowns,
+                                                                       *fields])}
+            parts[part.name]["by"] = {f: v for f, v in split.items() if v}
+            if seeds > 1:
+                parts[part.name]["over_seeds"] = seed_spread(mine, part.scoring, k, seeds)
         entry: dict[str, Any] = {"env_id": suite.env_id,
                                  "env_kwargs": suite.make_kwargs(cfg["use_tools"],
                                                                  cfg.get("protocol")),
@@ -47,17 +58,26 @@ def summarize(store: RunStore) -> dict[str, Any]:
 
 
 def autotir_table(suites: dict[str, Any]) -> dict[str, Any]:
-    """One column per benchmark (every part of every suite): accuracy, TS and TP, and the
-    mean over the columns (the layout of AutoTIR's main table)."""
+    """One column per benchmark (every part of every suite): accuracy, TS and TP (the layout of
+    AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, and TS and TP
+    over the pooled episodes of all columns (both are ratios over a set, AutoTIR's eq. 8 for
+    TP: a mean of per-part ratios would weigh a 30-item part like a 1319-item one)."""
     columns = {}
     for name, entry in suites.items():
         for part, s in entry["parts"].items():
             if s.get("items"):
-                columns[_label(name, part)] = {"acc": s["avg_at_k"], "ts": s["tools"]["ts"],
-                                 "tp": s["tools"]["tp"]}
+                tools = s["tools"]
+                columns[benchmark_label(name, part)] = {"acc": s["avg_at_k"], "ts": tools["ts"],
+                                                        "tp": tools["tp"],
+                                                        "counts": tools["counts"]}
     if columns:
-        columns["avg"] = {key: _mean_of([c[key] for c in columns.values()])
-                          for key in ("acc", "ts", "tp")}
+        pooled = {key: sum(c["counts"][key] for c in columns.values())
+                  for key in ("correct", "calls", "ts_calls", "ts_right")}
+        columns["avg"] = {"acc": _mean_of([c["acc"] for c in columns.values()]),
+                          "ts": pooled["ts_right"] / pooled["ts_calls"]
+                          if pooled["ts_calls"] else None,
+                          "tp": tool_productivity(pooled["correct"], pooled["calls"]),
+                          "counts": pooled}
     return columns
 
 
@@ -82,12 +102,20 @@ def _num(x: float | None, digits: int = 2) -> str:
 def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | None) -> str:
     cfg = summary["config"]
     k = cfg["k"]
+    seeds = cfg.get("seeds", 1)
     lines = ["# Benchmark report", "",
-             f"Policy `{cfg.get('policy') or cfg.get('policy_name')}` · k = {k} · temperature "
-             f"{cfg['temperature']} · top-p {cfg['top_p']} · seed {cfg['seed']} · max tokens/turn "
-             f"{cfg['max_tokens'] or 'env budget'} · tools {'on' if cfg['use_tools'] else 'off (w/o tools)'}"
+             f"Policy `{cfg.get('policy') or cfg.get('policy_name')}` · k = {k}"
+             + (f" × {seeds} seeds" if seeds > 1 else "")
+             + f" · temperature {cfg['temperature']} · top-p {cfg['top_p']} · seed "
+             f"{cfg['seed']} · max tokens/turn "
+             f"{cfg['max_tokens'] or 'env budget'} · tools "
+             f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
              + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
+             f"Sampling: {cfg.get('sampling_note') or 'as given'}."
+             + (f" Each seed is a replicate of the k samples with its own seeds; the tables "
+                f"give replicate 1 (the base seed) and the spread over all {seeds}."
+                if seeds > 1 else ""),
              f"Generated {summary['generated']}. Accuracies in %, 95% intervals in brackets "
              "(definitions: docs/benchmarks.md).", ""]
     table = summary["autotir_table"]
@@ -99,7 +127,9 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
                   f"| accuracy (avg@{k}) | " + " | ".join(_pct(table[n]["acc"]) for n in names)
                   + " |",
                   "| TS | " + " | ".join(_pct(table[n]["ts"]) for n in names) + " |",
-                  "| TP | " + " | ".join(_num(table[n]["tp"]) for n in names) + " |", ""]
+                  "| TP | " + " | ".join(_num(table[n]["tp"]) for n in names) + " |", "",
+                  "Avg: accuracy is the mean of the columns; TS and TP are those of the pooled "
+                  "episodes of all columns (ratios over a set, not means of ratios).", ""]
     for name, entry in summary["suites"].items():
         kwargs = ", ".join(f"{a}={b!r}" for a, b in entry["env_kwargs"].items()
                            if a != "tokenizer")
@@ -121,8 +151,8 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[s
     if not s.get("items"):
         return lines + ["", "No complete item yet.", ""]
     rows = [(f"avg@{k}", _pct(s["avg_at_k"]), _ci(s["avg_at_k_ci"]))]
-    rows += [(f"pass@{j}", _pct(v), "") for j, v in s["pass_at_k"].items()
-             if _shown(int(j), k)]
+    rows += [(f"pass@{j}", _pct(v), _ci(s.get("pass_at_k_ci", {}).get(j)))
+             for j, v in s["pass_at_k"].items() if shown_k(int(j), k)]
     if "maj_at_k" in s:
         rows.append((f"maj@{k}", _pct(s["maj_at_k"]), _ci(s["maj_at_k_ci"])))
     for name in ("em", "f1"):
@@ -134,6 +164,12 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[s
     rows.append(("no answer", _pct(s["no_answer"]), ""))
     lines += ["", "| metric | value | 95% CI |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    lines += _seed_lines(s.get("over_seeds"), k)
+    for field, groups in (s.get("by") or {}).items():
+        lines += ["", f"| {field} | items | avg@{k} | 95% CI | pass@{k} |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {value} | {g['items']} | {_pct(g['avg_at_k'])} | {_ci(g['avg_at_k_ci'])} "
+                  f"| {_pct(g['pass_at_k'])} |" for value, g in groups.items()]
     t = s["tools"]
     by_tool = ", ".join(f"{n} {v:.2f}" for n, v in t["calls_by_tool"].items()) or "none"
     lines += ["", "| tools | value |", "|---|---|",
@@ -152,13 +188,23 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[s
     return lines + [""]
 
 
-def _shown(j: int, k: int) -> bool:
-    """pass@j rows in the report: powers of two and k (summary.json has every j)."""
-    return j == k or j & (j - 1) == 0
+def _seed_lines(spread: dict[str, Any] | None, k: int) -> list[str]:
+    if not spread or spread.get("complete", 0) < 1 or "avg_at_k" not in spread:
+        return []
+    lines = ["", f"| over {spread['complete']} seeds | mean | std | min | max |",
+             "|---|---|---|---|---|"]
+    for name, label in (("avg_at_k", f"avg@{k}"), ("pass_at_k", f"pass@{k}"),
+                        ("maj_at_k", f"maj@{k}")):
+        if name in spread:
+            v = spread[name]
+            lines.append(f"| {label} | {_pct(v['mean'])} | {_pct(v['std'])} | {_pct(v['min'])} "
+                         f"| {_pct(v['max'])} |")
+    return lines
 
 
 # ------------------------------------------------------------------------------ plots
-def write_plots(store: RunStore, summary: dict[str, Any], folder: Path) -> tuple[list[str], str | None]:
+def write_plots(store: RunStore, summary: dict[str, Any],
+                folder: Path) -> tuple[list[str], str | None]:
     """``pass_at_k.png`` and ``accuracy_vs_tool_calls.png``; ``(files, note)``."""
     try:
         import matplotlib
@@ -167,51 +213,94 @@ def write_plots(store: RunStore, summary: dict[str, Any], folder: Path) -> tuple
     except ImportError:
         return [], "Plots skipped: matplotlib is not installed (pip install 'tir-envs[plots]')."
     files = []
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, entry in summary["suites"].items():
-        for part, s in entry["parts"].items():
-            if s.get("pass_at_k"):
-                ks = [int(j) for j in s["pass_at_k"]]
-                ax.plot(ks, [100 * v for v in s["pass_at_k"].values()], marker="o",
-                        label=_label(name, part))
-    ax.set(xlabel="k", ylabel="pass@k (%)", title="pass@k")
-    ax.set_xscale("log", base=2)
-    files.append(_save(plt, fig, ax, folder / "pass_at_k.png"))
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name in summary["suites"]:
-        for part in SUITES[name].parts:
-            buckets = accuracy_by_tool_calls(
-                [r for r in store.suite_records(name) if r["part"] == part.name])
-            if buckets:
-                ax.plot(list(buckets), [100 * acc for _, acc in buckets.values()], marker="o",
-                        label=_label(name, part.name))
-    ax.set(xlabel="executed tool calls in the episode", ylabel="accuracy (%)",
-           title="accuracy vs tool calls")
-    files.append(_save(plt, fig, ax, folder / "accuracy_vs_tool_calls.png"))
+    for name, figure in (("pass_at_k.png", pass_at_k_figure(summary)),
+                         ("accuracy_vs_tool_calls.png", tool_calls_figure(store, summary))):
+        figure.savefig(folder / name, dpi=120, bbox_inches="tight")
+        plt.close(figure)
+        files.append(name)
     return files, None
 
 
-def _label(suite: str, part: str) -> str:
+def _styles(n: int) -> list[dict[str, Any]]:
+    """``n`` line styles told apart by colour alone (evenly spaced hues past 10 lines), with
+    markers and dashes varying as well for print in grey."""
+    import matplotlib
+
+    if n <= 10:
+        colours = [matplotlib.colormaps["tab10"](i) for i in range(n)]
+    else:
+        colours = [matplotlib.colormaps["hsv"](i / n) for i in range(n)]
+    markers, dashes = "osD^vP*Xph", ["-", "--", "-.", ":"]
+    return [{"color": colours[i], "marker": markers[i % len(markers)],
+             "linestyle": dashes[(i // len(markers)) % len(dashes)]} for i in range(n)]
+
+
+def _new_axes(title: str, xlabel: str, ylabel: str):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _legend_outside(ax) -> None:
+    """The legend to the right of the axes, never over the data."""
+    if ax.lines:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+def pass_at_k_figure(summary: dict[str, Any]):
+    """pass@k against k (log 2 axis), one line per benchmark."""
+    series = [(benchmark_label(name, part), s["pass_at_k"])
+              for name, entry in summary["suites"].items()
+              for part, s in entry["parts"].items() if s.get("pass_at_k")]
+    fig, ax = _new_axes("pass@k", "k", "pass@k (%)")
+    for (label, curve), style in zip(series, _styles(len(series))):
+        ax.plot([int(j) for j in curve], [100 * v for v in curve.values()], label=label,
+                **style)
+    ax.set_xscale("log", base=2)
+    _legend_outside(ax)
+    return fig
+
+
+def tool_calls_figure(store: RunStore, summary: dict[str, Any], cap: int = 5):
+    """Accuracy by executed tool calls, one line per benchmark: the x axis is the number of
+    calls in numeric order (``cap`` and more pooled), each point labelled with its episodes."""
+    series = []
+    for name in summary["suites"]:
+        records = store.suite_records(name)
+        for part in suite_of_run(name, store.config).parts:
+            buckets = accuracy_by_tool_calls([r for r in records if r["part"] == part.name], cap)
+            if buckets:
+                series.append((benchmark_label(name, part.name), buckets))
+    fig, ax = _new_axes("accuracy vs tool calls", "executed tool calls in the episode",
+                        "accuracy (%)")
+    for (label, buckets), style in zip(series, _styles(len(series))):
+        xs = [cap if b.endswith("+") else int(b) for b in buckets]
+        ys = [100 * acc for _, acc in buckets.values()]
+        ax.plot(xs, ys, label=label, **style)
+        for x, y, (n, _) in zip(xs, ys, buckets.values()):
+            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=style["color"])
+    ax.set_xticks(range(cap + 1), [str(i) for i in range(cap)] + [f"{cap}+"])
+    ax.set_xlim(-0.3, cap + 0.5)
+    _legend_outside(ax)
+    return fig
+
+
+def benchmark_label(suite: str, part: str) -> str:
     """A benchmark's name in tables and plots: the part, qualified when the suite differs."""
     return part if part == suite else f"{suite}/{part}"
 
 
-def _save(plt, fig, ax, path: Path) -> str:
-    ax.set_ylim(-2, 102)
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path.name
-
-
-def write_outputs(folder: str | Path) -> dict[str, Any]:
-    """Rebuild ``summary.json``, the plots and ``report.md`` of a run folder; return the summary."""
+def write_outputs(folder: str | Path, by: Sequence[str] = ()) -> dict[str, Any]:
+    """Rebuild ``summary.json``, the plots and ``report.md`` of a run folder; return the summary.
+    ``by``: task fields to break the parts down by, besides the run's own."""
     folder = Path(folder)
     store = RunStore(folder)
-    summary = summarize(store)
+    summary = summarize(store, by)
     plots, note = write_plots(store, summary, folder)
     summary["plots"] = plots
     (folder / SUMMARY).write_text(json.dumps(summary, indent=1, sort_keys=False),

@@ -64,9 +64,11 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
     per_item = [m.mean(float(r["correct"]) for r in item) for item in items]
     out["avg_at_k"] = m.mean(per_item)
     out["avg_at_k_ci"] = list(m.bootstrap_ci(per_item))
-    out["pass_at_k"] = {str(j): v for j, v in
-                        m.pass_curve([sum(r["correct"] for r in item) for item in items],
-                                     k).items()}
+    counts = [sum(bool(r["correct"]) for r in item) for item in items]
+    out["pass_at_k"] = {str(j): v for j, v in m.pass_curve(counts, k).items()}
+    # the same bootstrap over items as avg@k's, for the pass@j the report shows
+    out["pass_at_k_ci"] = {str(j): list(m.bootstrap_ci([m.pass_at_k(k, c, j) for c in counts]))
+                           for j in range(1, k + 1) if shown_k(j, k)}
     same = same_answer(scoring, items[0][0])
     if same is not None:
         maj = [m.maj_at_k([r["answer"] if r["answered"] else None for r in item],
@@ -90,6 +92,60 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
     return out
 
 
+def shown_k(j: int, k: int) -> bool:
+    """The pass@j a report shows (and bootstraps): powers of two and k itself."""
+    return j == k or j & (j - 1) == 0
+
+
+def breakdown(records: Sequence[Record], k: int, field: str) -> dict[str, dict[str, Any]]:
+    """avg@k (with its interval) and pass@k by the value of the task field ``field`` (MATH-500's
+    ``level`` or ``subject``, ``--by FIELD``); items without the field are left out."""
+    groups: dict[Any, list[Record]] = defaultdict(list)
+    for r in records:
+        if field in r["meta"]:
+            groups[r["meta"][field]].append(r)
+    out = {}
+    for value in sorted(groups, key=lambda v: (not isinstance(v, (int, float)), v if isinstance(
+            v, (int, float)) else str(v))):
+        items = by_item(groups[value], k)
+        if not items:
+            continue
+        per_item = [m.mean(float(r["correct"]) for r in item) for item in items]
+        counts = [sum(bool(r["correct"]) for r in item) for item in items]
+        out[str(value)] = {"items": len(items), "avg_at_k": m.mean(per_item),
+                           "avg_at_k_ci": list(m.bootstrap_ci(per_item)),
+                           "pass_at_k": m.mean(m.pass_at_k(k, c, k) for c in counts)}
+    return out
+
+
+def replicate(records: Sequence[Record], k: int, index: int) -> list[Record]:
+    """The records of seed replicate ``index`` (samples ``index*k .. index*k + k-1``), with
+    their samples numbered from 0 as a single-seed run numbers them."""
+    lo = index * k
+    return [{**r, "sample": r["sample"] - lo} for r in records if lo <= r["sample"] < lo + k]
+
+
+def seed_spread(records: Sequence[Record], scoring: str, k: int, seeds: int) -> dict[str, Any]:
+    """avg@k, pass@k and maj@k of every seed replicate, with their mean, standard deviation
+    (n - 1) and range: how much a figure moves with the sampling seed alone."""
+    per_seed = [score(replicate(records, k, i), scoring, k) for i in range(seeds)]
+    complete = [s for s in per_seed if s.get("items")]
+    out: dict[str, Any] = {"seeds": seeds, "complete": len(complete)}
+    if not complete:
+        return out
+    series = {"avg_at_k": [s["avg_at_k"] for s in complete],
+              "pass_at_k": [s["pass_at_k"][str(k)] for s in complete]}
+    if all("maj_at_k" in s for s in complete):
+        series["maj_at_k"] = [s["maj_at_k"] for s in complete]
+    for name, values in series.items():
+        mu = m.mean(values)
+        sd = (sum((v - mu) ** 2 for v in values) / (len(values) - 1)) ** 0.5 \
+            if len(values) > 1 else 0.0
+        out[name] = {"mean": mu, "std": sd, "min": min(values), "max": max(values),
+                     "per_seed": values}
+    return out
+
+
 def ifeval_accuracies(records: Sequence[Record]) -> dict[str, float]:
     """IFEval's four accuracies (and AutoTIR's soft ones) over every sample's response."""
     from tir_envs.rewards.ifeval import aggregate, score_response
@@ -103,16 +159,22 @@ def tool_metrics(records: Sequence[Record]) -> dict[str, Any]:
     """Calls per episode by tool, share of episodes with a call, TS, TP, invalid/error rates."""
     executed = sum(r["tool_calls"] for r in records)
     attempts = sum(r["call_attempts"] for r in records)
+    correct = sum(bool(r["correct"]) for r in records)
+    truth = [(r["tool_counts"], r["meta"].get("tool")) for r in records]
     return {
         "calls_per_episode": m.mean(r["tool_calls"] for r in records),
         "calls_by_tool": m.calls_by_tool([r["tool_counts"] for r in records]),
         "episodes_with_tool": m.mean(float(r["tool_calls"] > 0) for r in records),
-        "ts": m.tool_selection((r["tool_counts"], r["meta"].get("tool")) for r in records),
-        "tp": m.tool_productivity(sum(r["correct"] for r in records), executed),
+        "ts": m.tool_selection(truth),
+        "tp": m.tool_productivity(correct, executed),
         "invalid_call_rate": sum(r["invalid_calls"] for r in records) / attempts
         if attempts else None,
         "tool_error_rate": sum(r["tool_errors"] for r in records) / executed if executed else None,
         "infra_error_calls": sum(r["infra_errors"] for r in records),
+        # the counts behind TS and TP, so they can be pooled over several parts
+        "counts": {"episodes": len(records), "correct": correct, "calls": executed,
+                   "ts_calls": sum(sum(c.values()) for c, t in truth if t is not None),
+                   "ts_right": sum(c.get(t, 0) for c, t in truth if t is not None)},
     }
 
 

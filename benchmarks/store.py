@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from benchmarks.pins import pin_diff
+
 CONFIG = "run.json"
+FLUSH_S = 0.5
 SAMPLES = "samples.jsonl"
 #: settings that may differ between the sessions of one run (they do not change results)
-_FREE = ("suites", "concurrency", "progress", "episode_timeout_s", "policy_name")
+_FREE = ("suites", "concurrency", "progress", "episode_timeout_s", "policy_name",
+         "sampling_note", "by")
 
 
 class RunFolderError(RuntimeError):
@@ -40,18 +45,9 @@ class RunStore:
             self.records[(record["suite"], record["item"], record["sample"])] = record
 
     def _claim(self, config: dict[str, Any]) -> None:
+        config = check_settings(self.folder, config)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / CONFIG
-        if path.is_file():
-            old = json.loads(path.read_text(encoding="utf-8"))
-            diff = {k: (old.get(k), config.get(k)) for k in set(old) | set(config)
-                    if k not in _FREE and old.get(k) != config.get(k)}
-            if diff:
-                shown = "; ".join(f"{k}: {a!r} in the folder, {b!r} now"
-                                  for k, (a, b) in sorted(diff.items()))
-                raise RunFolderError(f"{self.folder} holds a run with other settings ({shown}); "
-                                     "resume it with the same settings or pass another --out")
-            config = {**config, "suites": _union(old.get("suites", []), config["suites"])}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
         tmp.replace(path)
@@ -92,12 +88,43 @@ class RunStore:
             if data and not data.endswith(b"\n"):
                 with open(self.samples_path, "r+b") as f:
                     f.truncate(data.rfind(b"\n") + 1)
-        return open(self.samples_path, "a", encoding="utf-8")
+        self._flushed = time.monotonic()
+        return open(self.samples_path, "a", encoding="utf-8", buffering=1 << 20)
 
     def add(self, sink, record: dict[str, Any]) -> None:
+        """Append ``record``.  Written through at most every ``FLUSH_S`` seconds (and when the
+        sink closes, Ctrl-C included): a process killed outright loses at most that much
+        work, which a rerun redoes; a flush per record cost more than the rest of the
+        harness's work per sample."""
         sink.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-        sink.flush()
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_S:
+            sink.flush()
+            self._flushed = now
         self.records[(record["suite"], record["item"], record["sample"])] = record
+
+
+def check_settings(folder: str | os.PathLike, config: dict[str, Any]) -> dict[str, Any]:
+    """The settings ``folder`` will hold once ``config`` joins it; raises ``RunFolderError``
+    when the folder holds a run with other settings (or another policy).  Reads only."""
+    path = Path(folder) / CONFIG
+    if not path.is_file():
+        return config
+    old = json.loads(path.read_text(encoding="utf-8"))
+    if old.get("policy") == config.get("policy") and \
+            old.get("policy_pin") != config.get("policy_pin"):
+        raise RunFolderError(
+            f"{folder}: the policy changed since this run began ({config.get('policy')}: "
+            f"{pin_diff(old.get('policy_pin'), config.get('policy_pin'))}); one run holds one "
+            "policy's answers: restore it, or pass another --out")
+    diff = {k: (old.get(k), config.get(k)) for k in set(old) | set(config)
+            if k not in _FREE and k != "policy_pin" and old.get(k) != config.get(k)}
+    if diff:
+        shown = "; ".join(f"{k}: {a!r} in the folder, {b!r} now"
+                          for k, (a, b) in sorted(diff.items()))
+        raise RunFolderError(f"{folder} holds a run with other settings ({shown}); "
+                             "resume it with the same settings or pass another --out")
+    return {**config, "suites": _union(old.get("suites", []), config["suites"])}
 
 
 def _union(old: list[str], new: list[str]) -> list[str]:

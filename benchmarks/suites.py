@@ -42,7 +42,9 @@ class Part:
 
     ``file``: the path inside the ``tir_envs`` package; ``load``: returns its tasks in file
     order; ``count`` and ``sha256``: what the file must hold.  ``scoring`` and ``meta`` (the
-    AutoTIR ``domain``/``tool`` a task carries when the env does not set them) describe it.
+    AutoTIR ``domain``/``tool`` a task carries when the env does not set them) describe it;
+    ``breakdowns``: task fields the report breaks its accuracy down by (MATH-500's level and
+    subject).
     """
 
     name: str
@@ -52,8 +54,12 @@ class Part:
     load: Callable[[], Sequence[Task]]
     scoring: str
     meta: Mapping[str, Any] = field(default_factory=dict)
+    breakdowns: tuple[str, ...] = ()  # task fields the report always breaks results down by
 
     def path(self) -> Path:
+        """The file: inside the package, or an absolute path (a custom suite's)."""
+        if Path(self.file).is_absolute():
+            return Path(self.file)
         return Path(str(resources.files("tir_envs").joinpath(self.file)))
 
     def tasks(self) -> list[Task]:
@@ -144,7 +150,8 @@ def _math(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
         from tir_envs.data.math import load_math_tasks
         return load_math_tasks(dataset)
     return Part(name, f"data/math/{file}", count, sha, load, "math",
-                {"domain": "math", "tool": "python"})
+                {"domain": "math", "tool": "python"},
+                ("level", "subject") if dataset == "math500" else ())
 
 
 def _qa(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
@@ -213,7 +220,8 @@ def _autotir(name: str, file: str, count: int, sha: str, scoring: str) -> Part:
     def load() -> list[Task]:
         from tir_envs.data.autotir import load_autotir_tasks
         return load_autotir_tasks(name)
-    return Part(name, file, count, sha, load, scoring)
+    return Part(name, file, count, sha, load, scoring,
+                breakdowns=("level", "subject") if name == "math500" else ())
 
 
 #: AutoTIR's ten-benchmark table (the R1-Searcher QA samples the paper evaluates on)
@@ -241,11 +249,80 @@ SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.value
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
 
 
+# ------------------------------------------------------------------------------ custom
+CUSTOM = "custom:"
+#: how answers are scored in a custom suite, by env (``scoring=`` overrides)
+_ENV_SCORING = {"tir/MathCode-v0": "math", "tir/Search-v0": "qa", "tir/SQL-v0": "sql",
+                "tir/AutoTIR-v0": "math"}
+#: the env arguments the shipped suites of each env run with
+_ENV_KWARGS = {"tir/MathCode-v0": {"protocol": "torl", "extraction": "fallback"}}
+
+
+def _load_custom(path: Path, env_id: str) -> list[Task]:
+    """A JSONL/parquet file's tasks: math files through the math loader (``problem``/
+    ``solution`` fields, boxed answers), others as ``question``/``answer`` records."""
+    if env_id == "tir/MathCode-v0":
+        from tir_envs.data.math import load_math_tasks
+        return load_math_tasks(path)
+    from tir_envs.data.loaders import read_records
+    return [Task.coerce(r, i) for i, r in enumerate(read_records(path))]
+
+
+def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | None = None,
+                 sha256: str | None = None, count: int | None = None) -> Suite:
+    """A suite over one's own task file (``--tasks FILE``, ``--suite custom:FILE``), pinned like
+    a shipped part: by the file's sha256 and item count (``sha256``/``count``: the pins of an
+    earlier session of the run; by default, the file as it is now)."""
+    from tir_envs.registry import ENV_SPECS
+
+    path = Path(file).expanduser().resolve()
+    env_id = env_id or "tir/MathCode-v0"
+    if env_id not in ENV_SPECS:
+        raise ValueError(f"unknown env {env_id!r} for custom tasks; envs: "
+                         f"{', '.join(sorted(ENV_SPECS))}")
+    scoring = scoring or _ENV_SCORING.get(env_id)
+    if scoring not in SCORING:
+        raise ValueError(f"scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
+    if not path.is_file():
+        raise SuiteDataError(f"custom tasks {str(file)!r}: no such file")
+    if sha256 is None:
+        sha256 = file_sha256(path)
+        count = len(_load_custom(path, env_id))
+        if not count:
+            raise SuiteDataError(f"custom tasks {path}: no records")
+    part = Part(path.stem, str(path), int(count or 0), sha256,
+                lambda: _load_custom(path, env_id), scoring)
+    options = ("protocol",) if env_id == "tir/MathCode-v0" else ()
+    return Suite(f"{CUSTOM}{path}", env_id, (part,), dict(_ENV_KWARGS.get(env_id, {})), options,
+                 f"custom tasks from {path}")
+
+
+def custom_pin(suite: Suite) -> dict[str, Any]:
+    """What ``run.json`` keeps of a custom suite to rebuild and re-check it."""
+    part = suite.parts[0]
+    return {"file": part.file, "sha256": part.sha256, "count": part.count,
+            "env_id": suite.env_id, "scoring": part.scoring}
+
+
 def get_suite(name: str) -> Suite:
-    """The suite called ``name``, with an error listing the known suites."""
+    """The suite called ``name`` (``custom:FILE``: one's own task file), with an error listing
+    the known suites."""
+    if name.startswith(CUSTOM) and name not in SUITES:
+        return custom_suite(name[len(CUSTOM):])
     if name not in SUITES:
-        raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}")
+        raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}, or "
+                       "custom:FILE for your own tasks")
     return SUITES[name]
+
+
+def suite_of_run(name: str, config: Mapping[str, Any]) -> Suite:
+    """The suite ``name`` as the run whose ``run.json`` is ``config`` ran it (a custom suite
+    rebuilt from its pins, so a changed file fails when its tasks load)."""
+    pin = (config.get("custom") or {}).get(name)
+    if pin is not None:
+        return custom_suite(pin["file"], pin["env_id"], pin["scoring"], pin["sha256"],
+                            pin["count"])
+    return get_suite(name)
 
 
 def register(suite: Suite) -> None:

@@ -168,7 +168,7 @@ def test_cli_runs_a_scripted_spec_then_reports_and_compares(tmp_path, capsys):
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("| bamboogle"))
     # 8 items, all improved: the exact paired test gives p = 2/256
-    assert "| 8 | 0.0 | 100.0 | +100.0 | 0.0078 | significant |" in row
+    assert "| 8 | 0.0 | 100.0 | +100.0 | 0.0078 (exact) | significant |" in row
 
     (b / "report.md").unlink()
     assert main(["bench", "report", str(b)]) == 0
@@ -217,3 +217,41 @@ def test_cli_runs_a_transformers_model_folder(tmp_path, capsys):
     traj = records[0]["trajectory"]
     assert max(traj["prompt_ids"] + traj["token_ids"]) < len(tok)  # the model's own tokenizer
     assert all(0 < r["response_tokens"] <= 16 for r in records)
+
+
+# ------------------------------------------------------------------------------ compare
+def test_compare_keys_benchmarks_by_suite_and_part(tmp_path):
+    """math500 under the ToRL suite and under autotir are two benchmarks: the old compare keyed
+    by bare part name paired them (and within one run one replaced the other)."""
+    from benchmarks.compare import compare, format_result
+    from benchmarks.oracle import adversary
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(["math500", "autotir"], oracle(), out=a, k=1, limit=2, progress=False, report=False)
+    run("math500", oracle(), out=b, k=1, limit=2, progress=False, report=False)
+    run("autotir", adversary("wrong"), out=b, k=1, limit=2, progress=False, report=False)
+    result = compare(a, b)
+    rows = {(r["suite"], r["part"]): r for r in result["rows"]}
+    assert rows[("math500", "math500")]["diff"] == 0.0
+    assert rows[("autotir", "math500")]["diff"] == -1.0
+    assert len(rows) == 11 and result["only_a"] == result["only_b"] == []
+    assert result["settings_differ"] == {}
+    text = format_result(result, "a", "b")
+    assert "| math500 | 2 | 100.0 | 100.0 | +0.0 | 1.0000 (exact) | n.s. |" in text
+    assert "| autotir/math500 | 2 | 100.0 | 0.0 | -100.0 | 0.5000 (exact) | n.s. |" in text
+
+
+def test_compare_lists_one_sided_benchmarks_and_flags_different_settings(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(["aime24", "aime25"], oracle(), out=a, k=1, limit=3, progress=False, report=False)
+    run(["aime24", "math500"], oracle(), out=b, k=2, limit=3, temperature=0.5, max_tokens=900,
+        protocol="rite", progress=False, report=False)
+    assert main(["bench", "compare", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    assert "Scored only by A (not compared): aime25" in out
+    assert "Scored only by B (not compared): math500" in out
+    for line in ("- k: A 1, B 2", "- temperature: A 0.0, B 0.5", "- max_tokens: A None, B 900",
+                 "- protocol: A None, B 'rite'"):
+        assert line in out
+    assert "warning: the runs differ in k, max_tokens, protocol, temperature" in err
+    assert "| aime24 | 3 |" in out

@@ -263,3 +263,48 @@ def test_sql_maj_groups_queries_by_result_set():
     assert score(records, "sql", 5)["maj_at_k"] == 1.0  # 3 queries return the singer count
     records[4] = _voter(0, 4, other, False, db_path=db)
     assert score(records, "sql", 5)["maj_at_k"] == 0.0  # now 3 return the stadium count
+
+
+def test_the_permutation_test_is_exact_on_the_grid_of_shares():
+    # 40 items with differences in steps of 1/4 (k = 4): past the 16 the old enumeration could
+    # take, so it sampled; the convolution gives the exact tail, equal to a brute-force one
+    import random as _random
+    rng = _random.Random(3)
+    a = [rng.randrange(5) / 4 for _ in range(40)]
+    b = [rng.randrange(5) / 4 for _ in range(40)]
+    out = m.permutation_test(a, b)
+    assert out["method"] == "exact" and out["mc_error"] == 0.0
+    diffs = [x - y for x, y in zip(a, b) if x != y]
+    # exact tail by dynamic programming over integer sums, written independently
+    counts = {0: 1}
+    for d in diffs:
+        step = round(4 * d)
+        nxt: dict[int, int] = {}
+        for s, c in counts.items():
+            for t in (s + step, s - step):
+                nxt[t] = nxt.get(t, 0) + c
+        counts = nxt
+    obs = abs(round(4 * sum(diffs)))
+    exact = sum(c for s, c in counts.items() if abs(s) >= obs) / 2 ** len(diffs)
+    assert out["p_value"] == pytest.approx(exact, rel=1e-9)
+    # off any grid it samples, and says by how much the estimate may be off
+    off_grid = [x + math.sqrt(2) * 1e-3 * (i + 1) for i, x in enumerate(a)]
+    sampled = m.permutation_test(off_grid, b)
+    assert sampled["method"] == "monte carlo" and sampled["mc_error"] > 0
+    p = sampled["p_value"]
+    assert sampled["mc_error"] == pytest.approx(math.sqrt(p * (1 - p) / 10000))
+
+
+def test_the_avg_column_pools_tp_and_ts_over_all_episodes_instead_of_averaging_ratios():
+    from benchmarks.report import autotir_table
+
+    # part a: 3 items, all right, no call (TP 3/1 = 3); part b: 1 item right with 9 calls
+    # (TP 1/10): the mean of the two ratios (1.55) is no TP of any set; the pooled one is 4/10
+    a = [_record(i, 0, True, "x", 0) for i in range(3)]
+    b = [{**_record(0, 0, True, "y", 9), "tool_counts": {"search": 6, "python": 3}}]
+    suites = {"s": {"parts": {"a": score(a, "qa", 1), "b": score(b, "qa", 1)}}}
+    table = autotir_table(suites)
+    assert table["s/a"]["tp"] == 3.0 and table["s/b"]["tp"] == pytest.approx(0.1)
+    assert table["avg"]["tp"] == pytest.approx(4 / 10)
+    assert table["avg"]["ts"] == pytest.approx(6 / 9)  # a made no call: b's 6 of 9 right calls
+    assert table["avg"]["acc"] == 1.0

@@ -24,7 +24,10 @@ _MODULE = re.compile(r"(?<![\w.])((?:tir_envs|benchmarks|trainers)(?:\.\w+)+)")
 #: ``tir_envs/data/qa``, ``docs/search.md``
 _REPO_PATH = re.compile(rf"(?<![\w.-])((?:{'|'.join(OURS)})/[\w./-]*\w)")
 _LINK = re.compile(r"\]\(([^)#\s]+)")
-_ALL_NAMES = {p.name for p in ROOT.rglob("*.py") if ".venv" not in p.parts}
+#: every virtual environment in the checkout (.venv, and .venv-verl, .venv-trl, .venv-vllm that
+#: `make test` builds) holds other projects' files, not ours
+_ALL_NAMES = {p.name for p in ROOT.rglob("*.py")
+              if not any(part.startswith(".venv") for part in p.relative_to(ROOT).parts)}
 
 
 def prose_of(path: Path) -> str:

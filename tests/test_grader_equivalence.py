@@ -91,3 +91,16 @@ def test_verltool_penalties(pool):
     assert result.value == pytest.approx(0.5)
     with pytest.raises(ValueError, match="unknown tool_penalties"):
         MathReward(tool_penalties={"typo": 0.25})
+
+
+def test_verltool_r_tool_costs_only_a_wrong_answer(pool):
+    """VerlTool's math reward (eq. 6): R_acc = ±1 plus R_tool, 0 when correct, -0.25 otherwise."""
+    task = Task("t", "q", answer="5")
+    reward = MathReward(correct_reward=1.0, wrong_reward=-1.0, tool_penalty=-0.25, grader=pool)
+    right = reward(task, _trajectory(["ok"]), ["\\boxed{5}"])
+    assert right.value == 1.0 and right.components["tool_penalty"] == 0.0
+    wrong = reward(task, _trajectory(["ok"]), ["\\boxed{6}"])
+    assert wrong.value == -1.25 and wrong.components["tool_penalty"] == -0.25
+    assert reward(task, _trajectory(), ["no answer"]).value == -1.25
+    with pytest.raises(ValueError, match="tool_penalty .* must be <= 0"):
+        MathReward(tool_penalty=0.25)

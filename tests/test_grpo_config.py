@@ -15,7 +15,8 @@ from trainers.grpo.__main__ import main
 from trainers.grpo.config import CONFIG_DIR, GRPOConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = ["torl_math", "zerotir_math", "search_r1", "skyrl_sql", "autotir"]
+RECIPES = ["torl_math", "zerotir_math", "rite_math", "verltool_math", "search_r1", "skyrl_sql",
+           "autotir"]
 TINY = ("model.random_init={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, "
         "num_attention_heads: 2, num_key_value_heads: 1}")
 
@@ -51,6 +52,19 @@ def test_recipes_carry_their_papers_settings():
     assert auto.env.id == "tir/AutoTIR-v0" and auto.env.kwargs["wrong_tool"] == -1.0
     sql = load("skyrl_sql", "data.loader_kwargs.db_dir=/dbs")
     assert (sql.rollout.temperature, sql.rollout.top_p, sql.optim.grad_clip) == (0.6, 0.95, 0.5)
+    rite = load("rite_math")
+    assert (rite.algorithm.advantage, rite.algorithm.aggregation) == ("dr_grpo", "token_sum_norm")
+    assert rite.rollout.samples_per_task == 16 and rite.algorithm.accuracy_band == "rite"
+    assert rite.algorithm.pass_rate == "running" and rite.algorithm.token_weights["alpha"] == 0.8
+    assert rite.env.kwargs["protocol"] == "rite" and rite.env.kwargs["wrong_reward"] == -1.0
+    assert list(rite.rollout.context_schedule.values()) == [16384, 24576]
+    verl = load("verltool_math")
+    assert verl.env.kwargs["tool_penalty"] == -0.25 and verl.env.kwargs["wrong_reward"] == -1.0
+    assert (verl.rollout.samples_per_task, verl.rollout.tasks_per_step) == (16, 128)
+    # void masking is ZeroTIR's rule alone: the other papers train on (and punish) such episodes
+    assert {name for name in RECIPES if load(name, "env.kwargs.retriever=/i",
+                                             "data.loader_kwargs.db_dir=/d").algorithm.mask_void
+            } == {"zerotir_math"}
 
 
 def test_overrides_are_typed_and_unknown_keys_are_named():
@@ -135,11 +149,11 @@ def recipe_overrides(tmp: Path, name: str) -> list[str]:
     common = ["model.path=null", TINY, "model.tokenizer=qwen2.5",
               "model.gradient_checkpointing=false", "model.device=cpu",
               "rollout.backend=transformers", "rollout.samples_per_task=2",
-              "rollout.tasks_per_step=2", "rollout.max_tokens=8", "algorithm.oversample=1",
+              "rollout.tasks_per_step=2", "rollout.max_tokens=64", "algorithm.oversample=1",
               "algorithm.mini_batch_size=null", "algorithm.max_refill_rounds=1",
               "train.steps=1", f"train.output_dir={tmp / 'out'}", "train.tensorboard=false"]
     data = tmp / "train.jsonl"
-    if name in ("torl_math", "zerotir_math"):
+    if name in ("torl_math", "zerotir_math", "rite_math", "verltool_math"):
         rows = [{"question": "What is 2+3?", "answer": "5"},
                 {"question": "What is 7*6?", "answer": "42"}]
         extra = []
@@ -170,17 +184,82 @@ def recipe_overrides(tmp: Path, name: str) -> list[str]:
     return common + [f"data.path={data}"] + extra
 
 
+#: per recipe: the final action given the task's answer (a right or a wrong one)
+ANSWERS = {
+    "torl_math": "The answer is \\boxed{{{}}}.",
+    "zerotir_math": "The answer is \\boxed{{{}}}.",
+    "verltool_math": "The answer is \\boxed{{{}}}.",
+    "rite_math": ('<think>Done.</think>\n<tool_call>\n{{"name": "answer", "arguments": '
+                  '{{"answer": "\\\\boxed{{{}}}"}}}}\n</tool_call>'),
+    "search_r1": "<answer>{}</answer>",
+    "autotir": "<think>I know this.</think> <answer> The final answer is \\boxed{{{}}} </answer>",
+    "skyrl_sql": "<solution>{}</solution>",
+}
+#: question fragment -> (right answer, wrong answer), for the tasks ``recipe_overrides`` writes
+KEYS = {"2+3": ("5", "0"), "7*6": ("42", "0"), "France": ("Paris", "Rome"),
+        "Italy": ("Rome", "Paris"), "singers": ("SELECT count(*) FROM singer", "SELECT 0"),
+        "stadiums": ("SELECT count(*) FROM stadium", "SELECT 0")}
+
+
+class MixedPolicy:
+    """Answers every task right in odd episodes and wrong in even ones, so each group of an even
+    size holds both and its advantages are not all zero (episode i samples with seed
+    ``base + i``).  Built on ``ScriptedPolicy``; it reports no logprobs, so the trainer
+    computes the old ones from the model."""
+
+    def __init__(self, recipe: str, tokenizer):
+        from tir_envs.rollout.scripted import ScriptedPolicy
+
+        self.template = ANSWERS[recipe]
+        self.scripted = {right: ScriptedPolicy(lambda ctx, right=right: self.action(ctx, right),
+                                               tokenizer) for right in (True, False)}
+
+    def action(self, context: str, right: bool) -> str:
+        question = context[context.rfind("?", 0, len(context)) - 80:]
+        for key, answers in KEYS.items():
+            if key in question:
+                return self.template.format(answers[0 if right else 1])
+        raise AssertionError(f"no scripted answer for {context[-200:]!r}")
+
+    async def generate(self, prompt_ids, stop, sampling):
+        return await self.scripted[sampling.seed % 2 == 1].generate(prompt_ids, stop, sampling)
+
+
 @pytest.mark.parametrize("name", RECIPES)
-def test_each_recipe_runs_a_real_step_on_cpu(tmp_path, name):
-    pytest.importorskip("torch")
+def test_each_recipe_runs_a_real_update_on_cpu(tmp_path, name):
+    """Two steps of each recipe with its own env, filters, loss and (where the recipe has one)
+    reference model: rewards differ within each group, so every step trains — loss and KL finite,
+    weights moved — instead of skipping the batch."""
+    torch = pytest.importorskip("torch")
     from trainers.grpo.trainer import GRPOTrainer
 
-    config = GRPOConfig.load(CONFIG_DIR / f"{name}.yaml", recipe_overrides(tmp_path, name))
-    trainer = GRPOTrainer(config)
+    config = GRPOConfig.load(CONFIG_DIR / f"{name}.yaml",
+                             recipe_overrides(tmp_path, name) + [
+                                 "train.steps=2", "optim.warmup_steps=0",
+                                 "optim.lr=1e-3"])  # 1e-6 moves too little for float32 k3 > 0
+    trainer = GRPOTrainer(config, policy=MixedPolicy(name, load_tokenizer_for(config)))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
     try:
-        metrics = trainer.train()[0]
+        history = trainer.train()
     finally:
         trainer.close()
-    assert metrics["groups/sampled"] >= 1
-    assert metrics["response_length"] > 0 and metrics["infra_failed"] == 0.0
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        assert "skipped" not in h and h["groups/kept"] == 2, h
+        assert 0.0 < h["accuracy"] < 1.0 and h["reward/std"] > 0  # both kinds in every group
+        assert h["train/loss_tokens"] > 0 and h["grad_norm"] > 0
+        assert torch.isfinite(torch.tensor([h["loss"], h["kl"], h["grad_norm"]])).all()
+        assert h["infra_failed"] == 0.0
+    if config.algorithm.kl_coef > 0:  # the reference model is loaded, and step 2 has moved off it
+        assert trainer.ref_model is not None and history[1]["kl"] > 0
+    else:
+        assert trainer.ref_model is None and history[1]["kl"] == 0.0
+    moved = max(float((a - p.detach()).abs().max())
+                for a, p in zip(before, trainer.model.parameters()))
+    assert moved > 0
     assert (tmp_path / "out" / "metrics.jsonl").is_file()
+
+
+def load_tokenizer_for(config: GRPOConfig):
+    from trainers.grpo.modeling import load_tokenizer
+    return load_tokenizer(config.model)

@@ -132,3 +132,27 @@ def test_bad_arguments_are_named():
         policy_loss(t, t, torch.zeros(1), t, aggregation="mean")
     with pytest.raises(ValueError, match="max_len"):
         policy_loss(t, t, torch.zeros(1), torch.ones(1, 1), aggregation="token_sum_norm")
+
+
+def test_entropy_is_the_definition_at_the_sampling_temperature():
+    """``token_logprobs``' entropy (computed as log Z − Σ p·z to stay cheap) equals
+    −Σ p log p of the tempered distribution, position by position."""
+    from types import SimpleNamespace
+
+    from trainers.grpo.logprobs import token_logprobs
+
+    logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(3)) * 4
+
+    class Fixed(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, use_cache=False):
+            return SimpleNamespace(logits=logits)
+
+    ids = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(4))
+    logp, ent = token_logprobs(Fixed(), ids, torch.ones_like(ids), temperature=0.7, first=1,
+                               with_entropy=True)
+    tempered = torch.log_softmax(logits[:, :-1] / 0.7, dim=-1)
+    expected = -(tempered.exp() * tempered).sum(-1)
+    assert torch.allclose(ent[:, 1:], expected, atol=1e-5)
+    assert torch.allclose(logp[:, 1:], tempered.gather(-1, ids[:, 1:, None]).squeeze(-1),
+                          atol=1e-6)
+    assert (ent[:, 0] == 0).all() and (logp[:, 0] == 0).all()

@@ -248,3 +248,138 @@ def test_weights_are_pushed_to_a_generator_with_its_own_copy(tmp_path):
     trainer.train_step()
     assert own.pushes == 2
     assert same(params(trainer.model), params(own.model))
+
+
+def test_resume_with_running_pass_rates_is_bit_identical(tmp_path):
+    """RITE's options (running pass rate in a band, token weights, Dr. GRPO's constant divisor)
+    carry across a checkpoint: 2 + 1 steps give exactly the weights of 3 straight steps."""
+    rite = ("algorithm.accuracy_band=[0.1, 0.9]", "algorithm.pass_rate=running",
+            "algorithm.token_weights=rite", "algorithm.advantage=dr_grpo",
+            "algorithm.aggregation=token_sum_norm", "env.kwargs.num_values=2")
+    straight = GRPOTrainer(config(tmp_path / "straight", "train.steps=3", *rite))
+    straight.train()
+    first = GRPOTrainer(config(tmp_path / "resumed", "train.steps=3", "train.save_every=2", *rite))
+    first.train(steps=2)
+    again = GRPOTrainer(config(tmp_path / "resumed", "train.steps=3", "train.save_every=2", *rite))
+    assert again.pass_rates.counts == first.pass_rates.counts and again.pass_rates.counts
+    again.train()
+    assert same(params(straight.model), params(again.model))  # atol 0: bit-identical
+    assert again.pass_rates.counts == straight.pass_rates.counts
+
+
+def test_changed_settings_are_refused_on_resume_listing_each(tmp_path, capsys):
+    from trainers.grpo.__main__ import main
+
+    GRPOTrainer(config(tmp_path, "train.steps=1")).train()
+    with pytest.raises(ValueError) as err:
+        GRPOTrainer(config(tmp_path, "train.steps=2", "optim.lr=1e-3", "algorithm.kl_coef=0.1"))
+    text = str(err.value)
+    assert "refusing to resume from" in text and "step_0000001" in text
+    assert "optim.lr: 0.002 (checkpoint) -> 0.001 (now)" in text
+    assert "algorithm.kl_coef: 0.0 (checkpoint) -> 0.1 (now)" in text
+    assert "train.steps" not in text.split("A resumed run may change only")[0]  # allowed
+    assert "train.resume=false" in text
+    # the CLI says the same and exits 2 before training
+    argv = ["--config", "toy", f"train.output_dir={tmp_path}", "train.tensorboard=false",
+            "rollout.tasks_per_step=4", "rollout.samples_per_task=4", "algorithm.mask_void=false",
+            "train.steps=82", "optim.lr=1e-3"]
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "optim.lr: 0.002 (checkpoint) -> 0.001 (now)" in capsys.readouterr().err
+    # more steps (and where the records go) is an extension, and the trainer says so
+    more = GRPOTrainer(config(tmp_path, "train.steps=2", "train.save_every=7"))
+    assert more.step == 1
+    err_text = capsys.readouterr().err
+    assert "grpo: resuming with train.steps 1 -> 2" in err_text
+    assert "grpo: resuming with train.save_every 0 -> 7" in err_text
+
+
+def test_a_resume_without_a_checkpoint_says_it_starts_fresh(tmp_path, capsys):
+    trainer = GRPOTrainer(config(tmp_path / "new", "train.steps=1"))
+    assert trainer.step == 0
+    assert f"grpo: no checkpoint in {tmp_path / 'new' / 'checkpoints'}: starting fresh" in \
+        capsys.readouterr().err
+
+
+def test_token_sum_norm_divides_by_the_episode_budget(tmp_path):
+    """Dr. GRPO: L = Σ m·ℓ / (N · L_max) with L_max the episode's token budget (the env's
+    max_total_tokens, or the context schedule's value), not the per-action max_tokens."""
+    from trainers.grpo.batch import build_batch
+
+    for extra, budget in (((), 64), (("rollout.context_schedule={0: 40, 5: 48}",), 40)):
+        trainer = plain_sgd(GRPOTrainer(config(
+            tmp_path / str(budget), "algorithm.aggregation=token_sum_norm",
+            "algorithm.use_sampler_logprobs=false", *extra)))
+        assert trainer.episode_budget() == budget != trainer.config.rollout.max_tokens
+        assert trainer._apply_context_budget() in (None, budget)
+        groups = [g for g in trainer._rollout(4) if len({t.reward for t in g.trajectories}) > 1]
+        assert {e.unwrapped.max_total_tokens for e in trainer._sized_envs} == {budget}
+        batch = build_batch(groups, trainer.pad_id, "std")
+        trainer._fill_reference_logprobs(batch)  # old = current: every ratio is exactly 1
+        stats, _ = trainer._optimizer_step(batch, torch.arange(len(batch)))
+        expected = -float((batch.advantages[:, None] * batch.loss_mask).sum()) / (
+            len(batch) * budget)
+        assert stats["loss"] == pytest.approx(expected, rel=1e-5, abs=1e-9)
+        trainer.close()
+
+
+def test_the_context_schedule_grows_the_envs_budget_during_training(tmp_path):
+    trainer = GRPOTrainer(config(tmp_path, "train.steps=3",
+                                 "rollout.context_schedule={0: 32, 2: 48}"))
+    history = trainer.train()
+    assert [h["context_budget"] for h in history] == [32, 32, 48]
+    assert {e.unwrapped.max_total_tokens for e in trainer._sized_envs} == {48}
+    assert len(trainer._sized_envs) > 1  # the rollout's envs, made at step 0, were resized
+    trainer.close()
+
+
+class _Terminal:
+    """A text stream that says it is a terminal, recording what is written to it."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_is_a_bar_on_a_terminal_and_json_lines_otherwise():
+    from trainers.grpo.progress import StepReporter
+
+    records = [{"step": i, "reward/mean": r, "kl": 0.0} for i, r in ((3, 0.2), (4, 0.4), (5, 0.9))]
+    tty = _Terminal(True)
+    bar = StepReporter(start=2, total=10, stream=tty, window=2)
+    for r in records:
+        bar(r)
+    bar.close()
+    assert "5/10" in tty.text and "reward=0.650" in tty.text  # mean of the last 2 steps
+    assert "<" in tty.text and "{" not in tty.text              # tqdm's elapsed<ETA, no JSON
+    pipe = _Terminal(False)
+    lines = StepReporter(start=2, total=10, stream=pipe)
+    for r in records:
+        lines(r)
+    assert [json.loads(x) for x in pipe.text.splitlines()] == [
+        {"step": 3, "reward/mean": 0.2, "kl": 0.0}, {"step": 4, "reward/mean": 0.4, "kl": 0.0},
+        {"step": 5, "reward/mean": 0.9, "kl": 0.0}]
+
+
+def test_rollout_dumps_open_in_the_viewer(tmp_path):
+    from tir_envs.viewer import load_episodes, page_data
+
+    trainer = GRPOTrainer(config(tmp_path, "train.steps=1", "train.dump_rollouts=true"))
+    trainer.train()
+    dump = tmp_path / "rollouts" / "step_00001.jsonl"
+    assert dump.is_file()
+    episodes, _ = load_episodes(tmp_path / "rollouts")
+    assert len(episodes) == 4 * 4 and all(e.extra["step"] == 1 for e in episodes)
+    data = page_data(episodes, trainer.tokenizer)
+    for ep, detail in zip(episodes, data["episodes"]):
+        assert detail["mask"] == ep.trajectory.loss_mask
+        assert "".join(data["strings"][i] for i in detail["text"]) == trainer.tokenizer.decode(
+            ep.trajectory.token_ids, skip_special_tokens=False)

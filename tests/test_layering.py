@@ -18,7 +18,8 @@ PACKAGES = ("tir_envs", "benchmarks", "trainers")
 #: what sits above each part of the library (it may import neither these nor anything above
 #: them).  ``data`` still reads two reward modules (a gold solution's boxed answer, IFEval's
 #: instruction arguments): the dataset loaders check records with the grader's own parsers.
-_TOP = {"tir_envs.cli", "tir_envs.demo", "benchmarks", "trainers"}
+_TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "benchmarks",
+        "trainers"}
 _RUNNERS = {"tir_envs.rollout", "tir_envs.registry"} | _TOP
 _ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
 FORBIDDEN: dict[str, set[str]] = {

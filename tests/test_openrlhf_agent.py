@@ -23,9 +23,9 @@ from tests.sql_helpers import CACHE
 from tir_envs.data.spider import load_spider
 from tir_envs.data.task import Task
 from tir_envs.tools.base import Tool
-from trainers.openrlhf.config import ConfigError, EnvConfig
-from trainers.openrlhf.dataset import LabelError, index_tasks, main as dataset_main
-from trainers.openrlhf.dataset import task_from_label, task_label
+from trainers.common.env_config import ConfigError, EnvConfig
+from trainers.common.labels import LabelError, index_tasks, task_from_label, task_label
+from trainers.openrlhf.dataset import main as dataset_main
 from trainers.openrlhf import executor as executor_module
 from trainers.openrlhf.executor import TIRAgentExecutor, TIRAgentInstance
 

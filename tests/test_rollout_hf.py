@@ -263,3 +263,24 @@ def test_a_tokenizer_larger_than_the_model_is_refused(tok):
     with pytest.raises(ValueError, match=f"has {len(tok) - 20} embedding rows but the "
                                          f"tokenizer has {len(tok)} tokens"):
         HFPolicy(small, tok)
+
+
+def test_per_request_generators_make_a_sample_independent_of_its_batch(tok, model):
+    policy = HFPolicy(model, tok, per_request_rng=True)
+    prompts = [tok.encode("What is the sum"), tok.encode("0 1 2"), tok.encode("<python>\nx"),
+               tok.encode("The answer is")]
+    hot = [SamplingParams(max_tokens=10, temperature=1.2, top_p=0.9, seed=40 + i)
+           for i in range(4)]
+    batched = _gather(policy, prompts, [[]] * 4, hot)
+    assert policy.batches == [4]
+    alone = [asyncio.run(policy.generate(p, [], s)) for p, s in zip(prompts, hot)]
+    assert [g.token_ids for g in alone] == [g.token_ids for g in batched]
+    # the logprobs are still the model's own under the temperature
+    for p, g in zip(prompts, batched):
+        assert g.logprobs == pytest.approx(_forward_logprobs(model, p, g.token_ids, 1.2),
+                                           abs=1e-4)
+    # other seeds, other samples
+    again = _gather(policy, prompts, [[]] * 4, [SamplingParams(max_tokens=10, temperature=1.2,
+                                                               top_p=0.9, seed=90 + i)
+                                                for i in range(4)])
+    assert [g.token_ids for g in again] != [g.token_ids for g in batched]

@@ -4,6 +4,7 @@ pool shared by several backends and by a second driver process, a dead host repl
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,35 @@ def test_dead_host_is_replaced(cluster):
     r = call(t, "'new host'", s)
     assert r.status == ToolStatus.OK and r.text == "'new host'"
     close_session(t, s)
+
+
+def test_the_openrlhf_adapters_env_settings_reach_the_ray_backend(cluster):
+    """The adapter's JSON env settings (TIR_ENV_KWARGS, as set on every node of a Ray job)
+    carry the sandbox backend's own options: hosts and actor placement, not only its name."""
+    from tir_envs.tools.python.backend import make_backend
+    from trainers.openrlhf.config import ConfigError, EnvConfig
+
+    kwargs = {"protocol": "torl", "backend": {
+        "name": "ray", "num_hosts": 2, "namespace": NAMESPACE, "spares": 0,
+        "actor_options": {"num_cpus": 0.5}}}
+    config = EnvConfig.from_environ({"TIR_ENV_ID": "tir/MathCode-v0",
+                                     "TIR_ENV_KWARGS": json.dumps(kwargs)})
+    env = config.make()
+    try:
+        backend = env.unwrapped.tools["python"].backend
+        assert isinstance(backend, RayBackend)
+        assert backend.num_hosts == 2 and backend.actor_options["num_cpus"] == 0.5
+        env.reset(options={"task": {"question": "What is 6*7?", "answer": "42"}})
+        obs, *_ = env.step("```python\nprint(6*7)\n```\n```output")
+        result = env.unwrapped.trajectory.turns[0].tool_results[0]
+        assert result["status"] == "ok"
+        assert "42" in env.unwrapped.codec.decode(obs["tokens"].tolist())
+        names = {(a["namespace"], a["name"]) for a in ray.util.list_named_actors(
+            all_namespaces=True)}
+        assert (NAMESPACE, "tir-python-sandbox-0") in names  # a host made by those options
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="needs the backend's 'name'"):
+        EnvConfig("tir/MathCode-v0", {"backend": {"num_hosts": 4}})
+    with pytest.raises(ValueError, match="needs its 'name'"):
+        make_backend({"num_hosts": 2})

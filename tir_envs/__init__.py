@@ -20,3 +20,11 @@ register_all()
 __version__ = "0.1.0"
 __all__ = ["TIREnv", "Task", "Trajectory", "Turn", "GenerationLimits", "EpisodeFailure", "make",
            "ENV_SPECS", "read_jsonl", "write_jsonl", "to_padded"]
+
+
+def __getattr__(name: str):
+    """``tir_envs.audit`` (the callable reward-hacking audit) is imported on first use."""
+    if name == "audit":
+        import importlib
+        return importlib.import_module("tir_envs.audit")
+    raise AttributeError(f"module 'tir_envs' has no attribute {name!r}")

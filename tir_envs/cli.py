@@ -19,9 +19,11 @@ from types import ModuleType
 
 from benchmarks import cli as bench_cli
 from tir_envs import demo
+from tir_envs.audit import cli as audit_cli
 from tir_envs.rollout import cli as rollout_cli
 from tir_envs.tools.search import cli as index_cli
 from tir_envs.tools.search import serve_cli
+from tir_envs.viewer import cli as view_cli
 
 # subcommand -> module exposing add_parser(subparsers)
 SUBCOMMANDS: dict[str, ModuleType] = {
@@ -30,6 +32,8 @@ SUBCOMMANDS: dict[str, ModuleType] = {
     "serve": serve_cli,
     "rollout": rollout_cli,
     "bench": bench_cli,
+    "audit": audit_cli,
+    "view": view_cli,
 }
 
 
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     prog = f"{parser.prog} {args.command}"
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a resume hint repeats
     try:
         return int(args.func(args) or 0)
     except SystemExit as exc:

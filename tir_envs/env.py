@@ -497,7 +497,10 @@ class TIREnv(gym.Env):
         if traj.terminated and traj.answered is False:
             traj.stop_reason = "no_answer"  # the episode ended, but with no answer to grade
         traj.credit(value)
-        traj.reward = float(sum(traj.token_rewards))
+        # With no policy token nothing carries the outcome: it stays on the episode total (an
+        # empty response must score what the reward says, never a free 0).
+        traj.reward = float(sum(traj.token_rewards)) if traj.num_policy_tokens else \
+            float(sum(t.reward for t in traj.turns) + value)
         info["trajectory"] = traj
         return obs, reward + value, terminated, truncated, info
 

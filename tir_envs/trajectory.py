@@ -9,7 +9,7 @@ say which spans are actions and which are observations, what was called and how 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
@@ -43,7 +43,9 @@ class Turn:
         return _without_latency(self.to_dict()) == _without_latency(other.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """A JSON-ready copy (lists and dicts copied; ``dataclasses.asdict``'s recursive deep
+        copy cost more than the rest of writing a benchmark record)."""
+        d = {f.name: _copied(getattr(self, f.name)) for f in fields(self)}
         d["action_span"] = list(self.action_span)
         d["observation_span"] = list(self.observation_span)
         return d
@@ -82,6 +84,17 @@ class EpisodeFailure:
         return {"kind": self.kind, "message": self.message}
 
 
+def _copied(value: Any) -> Any:
+    """A copy of nested dicts and lists (leaves shared: they are immutable in a ledger)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return value
+
+
 def _without_latency(d: dict[str, Any]) -> dict[str, Any]:
     results = [{k: v for k, v in r.items() if k != "latency_s"} for r in d["tool_results"]]
     return {**d, "tool_results": results}
@@ -105,7 +118,7 @@ class Trajectory:
     truncated: bool = False
     stop_reason: str = ""  # see docs/concepts.md: answered | no_answer | max_turns | ...
     retokenized: bool = False  # some action arrived as text and had to be encoded
-    drift: int = 0  # ids that differ from a fresh encode of the whole text (see codec.drift)
+    drift: int = 0  # ids that differ from a fresh encode of the whole text (codec.drift)
     has_logprobs: bool = True
     infra_failed: bool = False
     correct: bool | None = None   # the reward's verdict (None: no gold to judge against)

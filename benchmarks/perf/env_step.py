@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.env import TIREnv  # noqa: E402
 
@@ -38,13 +39,13 @@ def median_us(fn, repeats: int) -> float:
     return statistics.median(times) / 1000
 
 
-def main(repeats: int = 20000) -> dict:
+def main(repeats: int = pick(20000, 300)) -> dict:
     env = ThinkingEnv(tasks=["What is 1 + 2 + ... + 100?"], max_turns=10 ** 9,
                       max_total_tokens=10 ** 9)
     env.reset(seed=0)
     ids = env.codec.encode(ACTION)
     encode = env.codec._backend.encode
-    for _ in range(500):  # warm up both paths
+    for _ in range(pick(500, 50)):  # warm up both paths
         env.step(ids)
         encode(ACTION, add_special_tokens=False)
     step_us = median_us(lambda: env.step(ids), repeats)
@@ -52,7 +53,7 @@ def main(repeats: int = 20000) -> dict:
 
     terminal = TIREnv(tasks=["q"])
     samples = []
-    for _ in range(2000):
+    for _ in range(pick(2000, 100)):
         terminal.reset(seed=0)
         t = time.perf_counter_ns()
         terminal.step(ids)

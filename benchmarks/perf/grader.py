@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.math import load_math_tasks  # noqa: E402
 from tir_envs.rewards.math import GraderPool  # noqa: E402
@@ -48,8 +49,9 @@ def rewrites(gold: str) -> list[str]:
 
 def rl_workload(seed: int = 0, group: int = 8) -> list[tuple[str, str]]:
     rng = random.Random(seed)
-    tasks = (load_math_tasks("math500")[:200] + load_math_tasks("gsm8k")[:60]
-             + load_math_tasks("aime2024") + load_math_tasks("aime2025"))
+    tasks = (load_math_tasks("math500")[:pick(200, 8)] + load_math_tasks("gsm8k")[:pick(60, 4)]
+             + load_math_tasks("aime2024")[:pick(None, 2)]
+             + load_math_tasks("aime2025")[:pick(None, 2)])
     golds = [t.answer for t in tasks]
     pairs = []
     for gold in golds:
@@ -129,7 +131,7 @@ def main() -> dict:
     symbolic = symbolic_workload(rl)
     rates: dict[str, list[float]] = {"pool_cold": [], "pool_warm": [], "baseline_cold": [],
                                      "baseline_warm": []}
-    for _ in range(2):  # alternate, so both see the same machine
+    for _ in range(pick(2, 1)):  # alternate, so both see the same machine
         cold, warm = inline_baseline(symbolic)
         rates["baseline_cold"].append(rate(len(symbolic[0]), cold))
         rates["baseline_warm"].append(rate(len(symbolic[1]), warm))

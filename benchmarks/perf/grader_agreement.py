@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.rewards.math import GraderPool, extract_final_answer  # noqa: E402
 
@@ -34,6 +35,21 @@ def _argnames(node: ast.expr) -> list[str] | None:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [e.value for e in node.elts if isinstance(e, ast.Constant)]
     return None
+
+
+def sample_suite() -> Path:
+    """A three-case test file in Math-Verify's parametrized form (the quick mode's input when
+    no Math-Verify checkout is given)."""
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="grader-agreement-"))
+    (folder / "test_sample.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.parametrize('gold,pred,expected', [\n"
+        "    ('$\\\\frac{1}{2}$', 'so $\\\\boxed{0.5}$', 1),\n"
+        "    ('$3$', 'the answer is $\\\\boxed{4}$', 0),\n"
+        "    ('$x+1$', '$\\\\boxed{1+x}$', 1)])\n"
+        "def test_math(gold, pred, expected):\n    pass\n")
+    return folder
 
 
 def suite_cases(tests_dir: Path) -> tuple[list[dict], int]:
@@ -81,6 +97,8 @@ def _gold(text: str) -> str:
 
 
 def main(argv: list[str]) -> dict:
+    if QUICK and not argv:
+        argv = [str(sample_suite())]
     if not argv or not Path(argv[0]).is_dir():
         raise SystemExit("usage: grader_agreement.py PATH/TO/Math-Verify/tests [--details]")
     cases, skipped = suite_cases(Path(argv[0]))

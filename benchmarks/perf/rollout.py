@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.env import TIREnv  # noqa: E402
 from tir_envs.rollout.engine import collect  # noqa: E402
@@ -82,8 +83,8 @@ def run(mode: str, tasks: int, samples: int, concurrency: int, token_delay_s: fl
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=32)
-    ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--tasks", type=int, default=pick(32, 4))
+    ap.add_argument("--samples", type=int, default=pick(4, 2))
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--token-delay-ms", type=float, default=1.0)
     ap.add_argument("--tool-median-ms", type=float, default=40.0)

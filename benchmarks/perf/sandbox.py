@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from benchmarks.perf.sandbox_soak import tree_cpu_s  # noqa: E402
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
@@ -229,4 +230,4 @@ async def main(quick: bool) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main("--quick" in sys.argv)), indent=2))
+    print(json.dumps(asyncio.run(main("--quick" in sys.argv or QUICK)), indent=2))

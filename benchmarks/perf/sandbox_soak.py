@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
 from tir_envs.tools.python.uids import BLOCK, processes_of  # noqa: E402
@@ -197,10 +198,10 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--sessions", type=int, default=pick(10_000, 40))
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--isolation", default="auto")
-    ap.add_argument("--every", type=int, default=1000)
+    ap.add_argument("--every", type=int, default=pick(1000, 20))
     args = ap.parse_args()
     report = asyncio.run(soak(args.sessions, args.concurrency, args.isolation, args.every))
     print(json.dumps(report, indent=2))

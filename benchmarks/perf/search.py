@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.qa import load_qa  # noqa: E402
 from tir_envs.tools.search import build_index, open_retriever  # noqa: E402
@@ -46,7 +47,7 @@ def recall(tasks, results) -> dict[str, float]:
     return out
 
 
-def measure(retriever, queries: list[str], warmup_passes: int = 4) -> dict:
+def measure(retriever, queries: list[str], warmup_passes: int = pick(4, 1)) -> dict:
     """Steady-state figures: the JVM's JIT needs a few thousand queries before Lucene runs at
     full speed (as it will in any training run), so every backend is warmed up alike."""
     for _ in range(warmup_passes):
@@ -78,14 +79,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dense-prefixes", choices=["none", "e5"], default="none",
                         help="e5: 'query: ' / 'passage: ' prefixes")
     args = parser.parse_args(argv)
-    tasks = load_qa("hotpotqa_distractor")
+    tasks = load_qa("hotpotqa_distractor")[:pick(None, 40)]
     queries = [t.question for t in tasks]
     report: dict = {"corpus": "hotpotqa paragraphs (10,785)", "queries": len(queries), "k": K,
                     "cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg()[0],
                     "backends": {}}
     with tempfile.TemporaryDirectory(prefix="tir-search-perf-") as tmp:
         corpus = write_hotpotqa_corpus(Path(tmp) / "corpus.jsonl")
-        backends = ["bm25"] + (["lucene", "http"] if lucene_available() else [])
+        backends = ["bm25"] + (["lucene", "http"] if lucene_available() and not QUICK else [])
         if args.dense_model:
             backends.append("dense")
         for name in backends:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.spider import load_spider, spider_databases  # noqa: E402
 from tir_envs.rewards import sql as sql_reward  # noqa: E402
@@ -117,10 +118,12 @@ def engine_costs(tasks, engine: str, cache: Path, rounds: int) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5,
+    parser.add_argument("--rounds", type=int, default=pick(5, 1),
                         help="timed runs per query and measure (the fastest is kept)")
     args = parser.parse_args(argv)
     tasks = load_spider()
+    if QUICK:  # ten queries of the database the session figure uses
+        tasks = [t for t in tasks if t.meta["db_id"] == "world_1"][:10]
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
         result = {"conversion_all_19_s": round(_timed(

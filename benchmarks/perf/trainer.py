@@ -5,14 +5,16 @@ Qwen2.5-0.5B; ``--layers`` cuts the depth so a CPU can run it).  The batch is sy
 shaped like a rollout: a prompt, then policy tokens with an observation span masked out, sampler
 logprobs that differ from the model's (so ratios and clipping are live), random advantages.
 
-Three variants run side by side, each in its own subprocess so its peak memory is its own
+Four variants run side by side, each in its own subprocess so its peak memory is its own
 (CPU: peak RSS; GPU: ``torch.cuda.max_memory_allocated``):
 
 * ``grpo``: ``GRPOTrainer.update`` — logprobs at the sampling temperature, entropy, the clipped
   loss, AdamW step;
 * ``grpo_ckpt``: the same with gradient (activation) checkpointing;
 * ``lm_baseline``: a plain causal-LM cross-entropy step (``model(..., labels=...)`` + AdamW) on
-  the same tokens — what a framework's bare training step costs.
+  the same tokens — what a framework's bare training step costs;
+* ``paired``: ``grpo`` and ``lm_baseline`` alternated on one model in one process, ``--steps``
+  pairs: the ratio to quote on a shared machine (each pair sees the same load).
 
 Ratios: ``grpo_over_lm_tokens_per_s`` (overhead of the GRPO update over a bare LM step),
 ``ckpt_over_grpo_peak_mem`` and ``ckpt_over_grpo_tokens_per_s`` (what checkpointing saves and
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 PRESETS = {  # Hugging Face config fields of the real models (weights are random here)
     "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
@@ -46,7 +49,7 @@ PRESETS = {  # Hugging Face config fields of the real models (weights are random
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=1024,
                  tie_word_embeddings=True),
 }
-VARIANTS = ("grpo", "grpo_ckpt", "lm_baseline")
+VARIANTS = ("grpo", "grpo_ckpt", "lm_baseline", "paired")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -72,6 +75,11 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     import torch
     gpu = torch.cuda.is_available() if args.device == "auto" else args.device.startswith("cuda")
     args.device = ("cuda" if gpu else "cpu") if args.device == "auto" else args.device
+    if QUICK:  # a smoke run: the tiny shape, one short batch
+        args.preset, args.layers = "tiny", args.layers or 2
+        args.seq_len, args.batch, args.steps = args.seq_len or 64, args.batch or 2, 1
+        if args.variants == ",".join(VARIANTS):  # two processes cover every step function
+            args.variants = "grpo_ckpt,paired"
     args.layers = args.layers or (PRESETS[args.preset]["num_hidden_layers"] if gpu else 2)
     args.seq_len = args.seq_len or (2048 if gpu else 256)
     args.batch = args.batch or (16 if gpu else 2)
@@ -103,9 +111,7 @@ def run_child(args: argparse.Namespace) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from trainers.grpo.config import GRPOConfig
-    from trainers.grpo.modeling import autocast, set_checkpointing
-    from trainers.grpo.trainer import GRPOTrainer
+    from trainers.grpo.modeling import set_checkpointing
 
     torch.manual_seed(0)
     device = torch.device(args.device)
@@ -124,31 +130,10 @@ def run_child(args: argparse.Namespace) -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
-    if args.child == "lm_baseline":
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-
-        def step():
-            model.train()
-            for s in range(0, args.batch, args.micro_batch):
-                ids = batch.input_ids[s:s + args.micro_batch].to(device)
-                with autocast(device, args.dtype):
-                    loss = model(input_ids=ids, labels=ids).loss
-                (loss * ids.shape[0] / args.batch).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-    else:
-        config = GRPOConfig.from_dict({
-            "model": {"random_init": {}, "device": args.device, "dtype": args.dtype},
-            "rollout": {"temperature": 1.0, "max_tokens": args.seq_len},
-            "algorithm": {"micro_batch_size": args.micro_batch, "clip_high": 0.28},
-            "optim": {"lr": 1e-6}, "train": {"output_dir": tempfile.mkdtemp(), "resume": False,
-                                             "tensorboard": False}})
-        trainer = GRPOTrainer(config, model=model, tokenizer=_FakeTokenizer(),
-                              env=lambda: None, tasks=["benchmark"], policy=object())
-
-        def step():
-            trainer.update(synthetic_batch(args, fields["vocab_size"]))
-
+    if args.child == "paired":
+        return run_paired(args, model, batch, fields["vocab_size"], params, tokens)
+    step = (lm_step(args, model, batch) if args.child == "lm_baseline"
+            else grpo_step(args, model, fields["vocab_size"]))
     step()  # warm-up (allocator, kernels, optimizer state)
     _sync(device)
     t0 = time.perf_counter()
@@ -164,11 +149,80 @@ def run_child(args: argparse.Namespace) -> dict:
             "peak_mem_kind": "cuda_max_allocated" if device.type == "cuda" else "rss_growth"}
 
 
+def lm_step(args, model, batch):
+    """A bare causal-LM step: ``model(..., labels=...)`` cross-entropy, backward, AdamW."""
+    import torch
+    from trainers.grpo.modeling import autocast
+
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+
+    def step():
+        model.train()
+        for s in range(0, args.batch, args.micro_batch):
+            ids = batch.input_ids[s:s + args.micro_batch].to(device)
+            with autocast(device, args.dtype):
+                loss = model(input_ids=ids, labels=ids).loss
+            (loss * ids.shape[0] / args.batch).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def grpo_step(args, model, vocab: int):
+    """One ``GRPOTrainer.update`` on a fresh synthetic batch (its own AdamW)."""
+    from trainers.grpo.config import GRPOConfig
+    from trainers.grpo.trainer import GRPOTrainer
+
+    config = GRPOConfig.from_dict({
+        "model": {"random_init": {}, "device": args.device, "dtype": args.dtype},
+        "rollout": {"temperature": 1.0, "max_tokens": args.seq_len},
+        "algorithm": {"micro_batch_size": args.micro_batch, "clip_high": 0.28},
+        "optim": {"lr": 1e-6}, "train": {"output_dir": tempfile.mkdtemp(), "resume": False,
+                                         "tensorboard": False}})
+    trainer = GRPOTrainer(config, model=model, tokenizer=_FakeTokenizer(vocab),
+                          env=lambda: None, tasks=["benchmark"], policy=object())
+    return lambda: trainer.update(synthetic_batch(args, vocab))
+
+
+def run_paired(args, model, batch, vocab: int, params: int, tokens: int) -> dict:
+    """Both steps on one model in one process, alternated ``args.steps`` times: each pair
+    sees the same machine load, so the median of the per-pair ratios holds up on a busy
+    machine where separate runs minutes apart do not."""
+    import statistics
+
+    device = next(model.parameters()).device
+    steps = {"grpo": grpo_step(args, model, vocab), "lm_baseline": lm_step(args, model, batch)}
+    for step in steps.values():
+        step()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(args.steps):
+        order = list(steps) if i % 2 == 0 else list(reversed(steps))
+        for name in order:
+            _sync(device)
+            t0 = time.perf_counter()
+            steps[name]()
+            _sync(device)
+            times[name].append(time.perf_counter() - t0)
+    ratios = [lm / grpo for grpo, lm in zip(times["grpo"], times["lm_baseline"])]
+    return {"variant": "paired", "params": params, "tokens_per_step": tokens, "pairs": args.steps,
+            "grpo_step_s": [round(x, 3) for x in times["grpo"]],
+            "lm_step_s": [round(x, 3) for x in times["lm_baseline"]],
+            "grpo_over_lm_tokens_per_s": round(statistics.median(ratios), 3)}
+
+
 class _FakeTokenizer:
-    """The update needs no tokenizer; the trainer only reads pad/eos ids from it."""
+    """The update needs no tokenizer: the trainer reads pad/eos ids and its size (the ids the
+    policy samples from; here every row of the model's vocabulary)."""
 
     pad_token_id = 0
     eos_token_id = 0
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def _rss_mb() -> float:
@@ -207,6 +261,8 @@ def main(argv=None) -> int:
 
 def _ratios(r: dict) -> dict:
     out = {}
+    if "paired" in r:  # the figure to quote: alternated in one process (see run_paired)
+        out["grpo_over_lm_tokens_per_s_paired"] = r["paired"]["grpo_over_lm_tokens_per_s"]
     if "grpo" in r and "lm_baseline" in r:
         out["grpo_over_lm_tokens_per_s"] = round(
             r["grpo"]["tokens_per_s"] / r["lm_baseline"]["tokens_per_s"], 3)

@@ -36,7 +36,9 @@ class MathCodeEnv(TIREnv):
     cap beyond ``max_turns``).  Other budgets default to the protocol's values.
     Reward: ``reward`` (a ``MathReward``), or one built from ``correct_reward``/``wrong_reward``
     (protocol defaults: ToRL +1/-1, others 1/0), ``exec_error_penalty`` (ToRL's 0.5, off by
-    default), ``tool_penalties`` (VerlTool's -0.25 terms, see ``MathReward``) and ``grader``
+    default), ``tool_penalty`` (VerlTool's R_tool: -0.25 on a wrong answer),
+    ``tool_penalties`` (the -0.25 terms of VerlTool's reward code, see ``MathReward``) and
+    ``grader``
     (a ``GraderPool``; default: the process-wide one).  ``format_reward``: RITE's, on by default.
     ``extraction``: ``"boxed"`` (the RL protocols') or ``"fallback"`` (also an unboxed final
     answer; for evaluation).
@@ -52,7 +54,8 @@ class MathCodeEnv(TIREnv):
                  max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
                  reward: MathReward | None = None, correct_reward: float | None = None,
                  wrong_reward: float | None = None, exec_error_penalty: float = 0.0,
-                 tool_penalties: Mapping[str, float] | None = None, format_reward: bool = True,
+                 tool_penalties: Mapping[str, float] | None = None, tool_penalty: float = 0.0,
+                 format_reward: bool = True,
                  grader: GraderPool | None = None, extraction: str = "boxed",
                  use_tools: bool = True, render_mode: str | None = None, **tool_kwargs: Any):
         python = pop_tool_config(tool_kwargs, "python")["python"]
@@ -82,7 +85,7 @@ class MathCodeEnv(TIREnv):
             else correct_reward,
             wrong_reward=proto.outcome_values.wrong if wrong_reward is None else wrong_reward,
             exec_error_penalty=exec_error_penalty, tool_penalties=dict(tool_penalties or {}),
-            grader=grader)
+            tool_penalty=tool_penalty, grader=grader)
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         return load_math_tasks(source)
@@ -96,7 +99,10 @@ class MathCodeEnv(TIREnv):
         if task.answer is None:  # nothing to grade against (inference only)
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
                                 answered=answer is not None, answer=answer)
-        result = self.reward(task, trajectory, actions, answer=answer)
+        # The protocol's answer is the one answer: without one, the reward gets no actions to
+        # read another from (a box inside code is no answer, whatever the reward's extraction).
+        result = self.reward(task, trajectory, actions if answer is not None else [],
+                             answer=answer)
         result.correct = bool(result.components.get("correct"))
         result.answered, result.answer = answer is not None, answer
         return result

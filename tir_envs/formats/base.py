@@ -45,12 +45,23 @@ class ToolCallFormat:
         """The observation text for one call's result."""
         raise NotImplementedError
 
+    def render_call(self, tool: str, body: str) -> str:
+        """The text a policy writes to call ``tool`` with ``body`` as its main input (the code,
+        the query): the inverse of ``parse``, for scripted policies (``tir-envs audit``)."""
+        raise NotImplementedError(f"the {self.name!r} format does not say how a call is "
+                                  "written: define render_call(tool, body)")
+
     def render_observation(self, calls: Sequence[ToolCall], texts: Sequence[str],
                            action_text: str) -> str:
         """Join the results of one turn.  If the action already ends with the result opener
         (the generator stopped on it and kept it), the opener is not repeated."""
         out = "".join(self.render_result(c, t) for c, t in zip(calls, texts))
         return trim_repeated_opener(out, action_text, self.result_opener)
+
+    def prose(self, text: str) -> str:
+        """``text`` without its calls: what the policy wrote to be read, not run.  An answer
+        is read from here (a box inside code is the tool's input, not an answer)."""
+        return text
 
     def visible(self, text: str) -> str:
         """The part of an action that can hold calls: text before any result opener."""

@@ -50,6 +50,11 @@ class FirstTagFormat(ToolCallFormat):
             return []
         return [ToolCall(None, {}, "", 0, 0, error=self.invalid_error)]
 
+    def render_call(self, tool: str, body: str) -> str:
+        if tool != self.tool:
+            raise ValueError(f"this format calls only {self.tool!r}, not {tool!r}")
+        return f"<{self.call_tag}>{body}</{self.call_tag}>"
+
     def render_result(self, call: ToolCall, text: str) -> str:
         if call.error:
             return self.invalid_notice

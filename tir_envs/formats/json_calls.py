@@ -38,9 +38,18 @@ def _decode_call(body: str) -> tuple[str | None, dict[str, Any], str | None]:
     return name, args, None
 
 
+#: the argument a tool's main input fills, for ``render_call``
+ARGUMENT_NAMES = {"python": "code", "search": "query", "sql": "query", "answer": "answer"}
+
+
 class JsonFormat(ToolCallFormat):
+    """``argument_names``: which argument a tool's main input fills (``render_call``)."""
+
     name = "json"
     result_opener = "<tool_response>"
+
+    def __init__(self, argument_names: dict[str, str] | None = None):
+        self.argument_names = {**ARGUMENT_NAMES, **(argument_names or {})}
 
     @property
     def stop_sequences(self) -> list[str]:
@@ -52,6 +61,13 @@ class JsonFormat(ToolCallFormat):
             name, args, error = _decode_call(m.group(1))
             calls.append(ToolCall(name, args, m.group(0), m.start(), m.end(), error))
         return calls
+
+    def prose(self, text: str) -> str:
+        return _CALL.sub("", text)
+
+    def render_call(self, tool: str, body: str) -> str:
+        arguments = {self.argument_names.get(tool, "input"): body}
+        return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"
 
     def render_result(self, call: ToolCall, text: str) -> str:
         return f"<tool_response>\n{text.strip(chr(10))}\n</tool_response>"

@@ -22,6 +22,7 @@ class MarkdownFormat(ToolCallFormat):
         self._stop = stop if stop is not None else [self.result_opener]
         self._block = re.compile(
             r"```" + re.escape(language) + r"[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+        self._open_block = re.compile(r"```" + re.escape(language) + r"[ \t]*\n.*\Z", re.DOTALL)
 
     @property
     def stop_sequences(self) -> list[str]:
@@ -34,6 +35,15 @@ class MarkdownFormat(ToolCallFormat):
 
     def render_result(self, call: ToolCall, text: str) -> str:
         return f"{self.result_opener}\n{text.rstrip(chr(10))}\n```\n"
+
+    def prose(self, text: str) -> str:
+        """Without its code blocks, complete or left open at the end."""
+        return self._open_block.sub("", self._block.sub("", text))
+
+    def render_call(self, tool: str, body: str) -> str:
+        if tool != self.tool:
+            raise ValueError(f"this markdown format calls only {self.tool!r}, not {tool!r}")
+        return f"```{self.language}\n{body}\n```"
 
 
 _OPEN_BLOCK = re.compile(r"```python[ \t]*\n")

@@ -61,6 +61,15 @@ class TagsFormat(ToolCallFormat):
                                   m.group(0), m.start(), m.end()))
         return calls
 
+    def prose(self, text: str) -> str:
+        return self._call.sub("", text)
+
+    def render_call(self, tool: str, body: str) -> str:
+        for spec in self.specs.values():
+            if spec.tool == tool:
+                return f"<{spec.tag}>{body}</{spec.tag}>"
+        raise ValueError(f"no tag calls {tool!r}; tags: {sorted(self.specs)}")
+
     def result_tag(self, tool: str | None) -> str:
         for spec in self.specs.values():
             if spec.tool == tool:

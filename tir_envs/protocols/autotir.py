@@ -61,5 +61,8 @@ class AutoTIRProtocol(Protocol):
     def stop_sequences(self, state: EpisodeState) -> list[str]:
         return self.format.stop_sequences + list(self.standalone_stops)
 
+    def render_answer(self, text: str) -> str:
+        return f"<answer> The final answer is \\boxed{{{text}}} </answer>"
+
     def answer(self, state: EpisodeState) -> str | None:
         return final_answer(state.actions, state.task.meta.get("domain"))

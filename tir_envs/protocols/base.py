@@ -125,6 +125,18 @@ class Protocol:
         """The body the env appends after a tool-calling action (before any chat glue)."""
         return self.format.render_observation(calls, texts, text)
 
+    # -- what an honest policy writes (scripted policies, ``tir-envs audit``) ----------
+    def render_call(self, tool: str, body: str) -> str:
+        """The text of an action calling ``tool`` with ``body`` as its main input, as a
+        well-behaved policy writes it (up to and including the stop string it pauses at)."""
+        return self.format.render_call(tool, body)
+
+    def render_answer(self, text: str) -> str:
+        """The text of a final action that answers ``text``, as a well-behaved policy writes
+        it: ``answer`` reads ``text`` back from it."""
+        raise NotImplementedError(f"protocol {self.name!r} does not say how an answer is "
+                                  "written: define render_answer(text) (see docs/audit.md)")
+
     # -- the end --------------------------------------------------------------------
     def answer(self, state: EpisodeState) -> str | None:
         """The policy's final answer, from its own text only.  Default: none."""

@@ -24,10 +24,10 @@ EXTRACTIONS = ("boxed", "fallback")
 
 
 class MathProtocol(Protocol):
-    """A math protocol: the answer is the final ``\\boxed{}`` the policy wrote (several boxes
-    kept together when they form one list answer).  ``extraction="fallback"`` also reads an
-    unboxed final answer ("the final answer is ...", the last ``$...$``): for evaluation
-    suites that ask for it; the RL protocols keep ``"boxed"``."""
+    """A math protocol: the answer is the final ``\\boxed{}`` the policy wrote outside its code
+    (several boxes kept together when they form one list answer).  ``extraction="fallback"``
+    also reads an unboxed final answer ("the final answer is ...", the last ``$...$``): for
+    evaluation suites that ask for it; the RL protocols keep ``"boxed"``."""
 
     budgets = Budgets()
     #: the paper's outcome reward values (the env's reward defaults)
@@ -51,6 +51,11 @@ class MathProtocol(Protocol):
         """Default turn budget for a given call budget."""
         return self.budgets.max_turns
 
+    def render_answer(self, text: str) -> str:
+        return f"The final answer is \\boxed{{{text}}}."
+
     def answer(self, state: EpisodeState) -> str | None:
-        return extract_final_answer("\n".join(state.actions),
+        """Read from the policy's prose: a box inside its code is the tool's input, not an
+        answer (``format.prose``)."""
+        return extract_final_answer(self.format.prose("\n".join(state.actions)),
                                     fallback=self.extraction == "fallback")

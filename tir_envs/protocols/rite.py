@@ -78,6 +78,13 @@ class RITEProtocol(MathProtocol):
         return [{"role": "system", "content": system_prompt(self.stateful)},
                 {"role": "user", "content": question}]
 
+    def render_call(self, tool: str, body: str) -> str:
+        """A clean cycle turn: a thought, then exactly one call."""
+        return f"<think>I call {tool}.</think>\n{super().render_call(tool, body)}"
+
+    def render_answer(self, text: str) -> str:
+        return self.render_call(ANSWER_TOOL, f"\\boxed{{{text}}}")
+
     def max_turns_for(self, max_calls: int | None) -> int:
         return self.budgets.max_turns if max_calls is None else max_calls + 2
 

@@ -94,5 +94,8 @@ class SearchR1Protocol(Protocol):
             fitted.append(head)
         return self.format.render_observation(calls, fitted, text)
 
+    def render_answer(self, text: str) -> str:
+        return f"<answer> {text} </answer>"
+
     def answer(self, state: EpisodeState) -> str | None:
         return self.format.answer(state.actions[-1]) if state.actions else None

@@ -103,6 +103,9 @@ class SkyRLSQLProtocol(Protocol):
         body = "\n".join(t.strip("\n") for t in texts)
         return f"\n\n<observation>{body}\n{reminder(state.turns_left)}</observation>\n\n"
 
+    def render_answer(self, text: str) -> str:
+        return f"<solution>{text}</solution>"
+
     def answer(self, state: EpisodeState) -> str | None:
         """The reward's reading of the final action: exactly one well-formed solution."""
         if not state.actions:

@@ -58,6 +58,9 @@ class ToRLProtocol(MathProtocol):
     def max_turns_for(self, max_calls: int | None) -> int:
         return (max_calls or 1) + 1
 
+    def render_call(self, tool: str, body: str) -> str:
+        return super().render_call(tool, body) + f"\n{OUTPUT_OPENER}"
+
     def stop_sequences(self, state: EpisodeState) -> list[str]:
         return [OUTPUT_OPENER] if state.calls_left("python") != 0 else []
 

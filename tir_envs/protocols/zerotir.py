@@ -63,6 +63,9 @@ class ZeroTIRProtocol(MathProtocol):
         # exhaustion notice) and the final answer.
         return 2 * (max_calls if max_calls is not None else 20) + 3
 
+    def render_answer(self, text: str) -> str:
+        return f"</think> <answer> The final answer is \\boxed{{{text}}} </answer>"
+
     def stop_sequences(self, state: EpisodeState) -> list[str]:
         paused = state.actions and opens_block(state.actions[-1]) and not state.done
         return [CLOSE_FENCE] if paused else [OPEN_FENCE]

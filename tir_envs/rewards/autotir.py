@@ -47,7 +47,8 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     the last box of its last ``<answer>`` block, else that block's text, else the last box of
     the response; for a writing task (``instruction``) without either, the response itself."""
     response = final_response(actions)
-    blocks = _ANSWER.findall(response)
+    # a block holding another <answer> is a nest of answers (a hedge), never one
+    blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
     scope = blocks[-1] if blocks else response
     boxed = extract_final_answer(scope)  # a str that also keeps every box of a list answer
     if boxed is not None:

@@ -62,7 +62,8 @@ def gold_list(golds: Any) -> list[str]:
 
 # Candidate separators, by kind: a kind that appears in any gold alias separates nothing.
 _SEPARATORS = {
-    "or": re.compile(r"(?:\s+|\s*\()(?:and/)?or\s+|^\s*either\s+", re.IGNORECASE),
+    "or": re.compile(r"(?:\s+|\s*\()(?:and/)?or\s+|^\s*either\s+"
+                     r"|\s*(?:\\lor|\\vee|∨)(?![A-Za-z])\s*", re.IGNORECASE),
     "and": re.compile(r"\s+(?:and|&)\s+", re.IGNORECASE),
     "comma": re.compile(r",(?!\d{3}(?!\d))(?<!\b\d,(?=\s*\d{4}\b))(?<!\b\d\d,(?=\s*\d{4}\b))"),
     "slash": re.compile(r"(?<!\d)\s*/\s*(?!\d)|\s+/\s+"),

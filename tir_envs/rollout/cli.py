@@ -91,12 +91,13 @@ def check_env_and_out(args: argparse.Namespace) -> None:
         raise SystemExit(f"--out {args.out!r}: folder {str(out.parent)!r} does not exist")
 
 
-def parse_env_args(pairs: list[str]) -> dict[str, Any]:
+def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict, each VALUE parsed as JSON when it can be."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--env-arg {pair!r}: expected KEY=VALUE, e.g. --env-arg max_turns=4")
+            raise SystemExit(f"{flag} {pair!r}: expected KEY=VALUE, e.g. {flag} max_turns=4")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:

@@ -4,7 +4,12 @@
 that model in place (``optimizer.step()``) is generating from the new weights on the next call,
 with no weight sync.  Requests that arrive together (the engine's concurrent episodes) are
 batched into one left-padded ``generate`` call on a worker thread, so the event loop keeps
-running tool calls while the model computes.
+running tool calls while the model computes.  With ``per_request_rng=True`` (what ``hf:``
+policy specs build, for benchmarks) each request samples from its own random generator
+(``_RowSampler``): a seeded request generates the same tokens whatever else shares its batch,
+so results do not depend on concurrency or on a run being interrupted and resumed.  The
+default draws a batch from one stream seeded with its first request's seed (reproducible when
+the same requests meet in the same batches, as in a rerun of a training step).
 
 Logprobs are those of the sampled tokens under the temperature-scaled distribution,
 ``log_softmax(logits / temperature)`` (plain ``log_softmax`` when greedy); top-p/top-k are not
@@ -43,10 +48,9 @@ class _Request:
 def _batch_key(sampling: SamplingParams) -> tuple:
     """Requests may share a ``generate`` call when their sampling settings agree.
 
-    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap, and a batch draws
-    from one RNG stream seeded with its first request's seed (the engine gives every episode
-    its own seed, which would otherwise forbid batching).  A seeded run is therefore
-    reproducible when the same requests meet in the same batches, as they do in a rerun.
+    ``max_tokens`` and ``seed`` may differ: each row is cut at its own cap; with per-request
+    generators (``_RowSampler``) each row draws its own noise, otherwise a batch draws from
+    one stream seeded with its first request's seed.
     """
     return (sampling.temperature, sampling.top_p, sampling.top_k,
             tuple(sorted(sampling.extra.items())))
@@ -62,10 +66,11 @@ class HFPolicy:
         then the bundled Qwen2.5 tokenizer.
       max_batch_size: the most requests in one ``generate`` call.
       eos_token_ids: ids that end an action (default: the tokenizer's EOS and the model's).
+      per_request_rng: each request samples from its own generator (module docstring).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, max_batch_size: int = 32,
-                 eos_token_ids: Sequence[int] | None = None):
+                 eos_token_ids: Sequence[int] | None = None, per_request_rng: bool = False):
         if isinstance(model, str):
             from transformers import AutoModelForCausalLM
             tokenizer = tokenizer if tokenizer is not None else model
@@ -83,6 +88,7 @@ class HFPolicy:
                              f"{self.vocab_size} tokens: this is not the model's tokenizer; pass "
                              "the model folder's own tokenizer")
         self.max_batch_size = max_batch_size
+        self.per_request_rng = per_request_rng
         self.eos_token_ids = list(eos_token_ids) if eos_token_ids is not None else _eos_ids(
             self.tokenizer, model)
         self.pad_token_id = _pad_id(self.tokenizer, self.eos_token_ids)
@@ -157,8 +163,10 @@ class HFPolicy:
             attention[row, width - len(p):] = 1
         max_new = max(x.max_tokens for x in samplings)
         all_stops = sorted({x for st in stops for x in st if x})
-        kwargs = self._generate_kwargs(s, max_new, all_stops, width)
-        with torch.no_grad(), _seeded(s.seed):
+        kwargs = self._generate_kwargs(s, max_new, all_stops, width,
+                                       [(x.seed, len(p)) for x, p in zip(samplings, prompts)],
+                                       device)
+        with torch.no_grad(), _seeded(None if self.per_request_rng else s.seed):
             out = self.model.generate(input_ids=input_ids.to(device),
                                       attention_mask=attention.to(device), **kwargs)
         new = out.sequences[:, width:].cpu()
@@ -168,17 +176,23 @@ class HFPolicy:
                                     samplings[row].max_tokens) for row in range(len(prompts))]
 
     def _generate_kwargs(self, s: SamplingParams, max_new: int, stops: list[str],
-                         prompt_width: int) -> dict[str, Any]:
+                         prompt_width: int, rows: Sequence[tuple[int | None, int]],
+                         device: Any) -> dict[str, Any]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        greedy = s.temperature <= 0
+        processors = [_MaskPadded(self.vocab_size)]
+        own = self.per_request_rng and s.temperature > 0
+        if own:  # hf's sampler draws from one stream for the whole batch; ours per row, handing
+            # generate scores whose argmax *is* the sample (the Gumbel-max trick)
+            processors.append(_RowSampler(s, rows, device))
         kwargs: dict[str, Any] = dict(
-            max_new_tokens=max_new, do_sample=not greedy, eos_token_id=self.eos_token_ids,
+            max_new_tokens=max_new, do_sample=s.temperature > 0 and not own,
+            eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id, return_dict_in_generate=True, output_logits=True,
             stopping_criteria=StoppingCriteriaList([_StopStrings(self.codec, stops, prompt_width)]),
-            logits_processor=LogitsProcessorList([_MaskPadded(self.vocab_size)]),
+            logits_processor=LogitsProcessorList(processors),
         )
-        if not greedy:
+        if s.temperature > 0 and not own:
             kwargs.update(temperature=s.temperature, top_p=s.top_p,
                           top_k=0 if s.top_k is None or s.top_k < 0 else s.top_k)
         else:  # neutralise sampling defaults a model's generation_config may carry
@@ -210,6 +224,44 @@ class _MaskPadded(LogitsProcessor):
         if scores.shape[-1] > self.vocab_size:
             scores[:, self.vocab_size:] = float("-inf")
         return scores
+
+
+class _RowSampler(LogitsProcessor):
+    """Sampling with one random generator per row: each request's draws are its own.
+
+    Each step applies temperature, top-k and top-p (transformers' own warpers), then adds
+    Gumbel noise drawn from the row's generator; the greedy choice over the result is an exact
+    sample of the warped distribution.  A row's generator is seeded from its request's seed and
+    prompt length (two turns of one episode do not reuse one noise sequence); an unseeded
+    request draws its generator's seed from torch's global RNG.
+    """
+
+    def __init__(self, s: SamplingParams, rows: Sequence[tuple[int | None, int]], device: Any):
+        import torch
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers = [TemperatureLogitsWarper(s.temperature)]
+        if s.top_k is not None and s.top_k > 0:
+            self.warpers.append(TopKLogitsWarper(s.top_k))
+        if s.top_p is not None and s.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(s.top_p))
+        self.generators = []
+        for seed, prompt_len in rows:
+            if seed is None:
+                seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+            else:
+                seed = (int(seed) * 1_000_003 + prompt_len) % 2 ** 62
+            self.generators.append(torch.Generator(device=device).manual_seed(seed))
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        for warper in self.warpers:
+            scores = warper(input_ids, scores)
+        noise = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device,
+                                        dtype=torch.float32) for g in self.generators])
+        gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
+        return scores.float() + gumbel
 
 
 class _StopStrings(StoppingCriteria):

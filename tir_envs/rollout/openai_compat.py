@@ -34,7 +34,10 @@ class OpenAIPolicy:
     """Policy over ``POST {base_url}/completions`` (see the module docstring).
 
     Args:
-      base_url: e.g. ``http://127.0.0.1:8000/v1``.
+      base_url: e.g. ``http://127.0.0.1:8000/v1``; several (a list, or one string of
+        comma-separated URLs: one server per node) spread the requests: each goes to the
+        endpoint with the fewest requests in flight, and a retry after a connection error or
+        a 5xx goes to the next one.  Every endpoint must serve the same model.
       model: the served model name.
       tokenizer: the env's tokenizer (and the server's: the ids must mean the same).
       api_key: sent as a bearer token, if given.
@@ -47,18 +50,26 @@ class OpenAIPolicy:
       extra_body: merged into every request (server-specific sampling options).
     """
 
-    def __init__(self, base_url: str, model: str, tokenizer: Any = None, api_key: str | None = None,
+    def __init__(self, base_url: str | Sequence[str], model: str, tokenizer: Any = None,
+                 api_key: str | None = None,
                  token_prompts: bool = True, request_timeout_s: float = 600.0, retries: int = 2,
                  max_connections: int = 256, extra_body: dict[str, Any] | None = None):
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
-                             f"got {base_url!r}")
+        urls = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+        urls = [u.strip() for u in urls if isinstance(u, str) and u.strip()]
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if not urls or bad:
+            raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 "
+                             f"(or several), got {base_url!r}")
         if not model:
             raise ValueError("model must name the served model (the server's --served-model-name)")
         if importlib.util.find_spec("aiohttp") is None:
             raise ImportError("the OpenAI-compatible policy needs aiohttp: "
                               "pip install 'tir-envs[openai]'")
-        self.url = base_url.rstrip("/") + "/completions"
+        self.urls = [u.rstrip("/") + "/completions" for u in urls]
+        self.url = self.urls[0]
+        self.in_flight = [0] * len(self.urls)
+        self.sent = [0] * len(self.urls)  # requests per endpoint, for tests and benchmarks
+        self._turn = 0
         self.model = model
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)
@@ -89,30 +100,49 @@ class OpenAIPolicy:
             await self._session.close()
         self._session = None
 
+    def _pick(self, avoid: int | None = None) -> int:
+        """The endpoint with the fewest requests in flight (round robin among equals; not
+        ``avoid``, the one that just failed, when there is another)."""
+        n = len(self.urls)
+        order = [(self._turn + i) % n for i in range(n)]
+        if avoid is not None and n > 1:
+            order.remove(avoid)
+        self._turn = (self._turn + 1) % n
+        return min(order, key=lambda i: self.in_flight[i])
+
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         import aiohttp
 
         tries = self.retries + 1
+        failed: int | None = None
         for attempt in range(tries):
+            i = self._pick(failed)
+            url = self.urls[i]
+            self.in_flight[i] += 1
+            self.sent[i] += 1
             try:
                 session = await self._client()
-                async with session.post(self.url, json=body) as resp:
+                async with session.post(url, json=body) as resp:
                     if resp.status >= 500 and attempt < self.retries:
+                        failed = i
                         await asyncio.sleep(0.2 * 2 ** attempt)
                         continue
                     if resp.status != 200:
-                        raise ServerError(f"{self.url} answered HTTP {resp.status}: "
+                        raise ServerError(f"{url} answered HTTP {resp.status}: "
                                           f"{(await resp.text())[:500]}")
                     return await resp.json(content_type=None)
             except asyncio.TimeoutError as exc:  # aiohttp's timeouts are TimeoutErrors
                 if attempt == self.retries:
-                    raise ServerError(f"{self.url} did not answer within request_timeout_s="
+                    raise ServerError(f"{url} did not answer within request_timeout_s="
                                       f"{self.request_timeout_s} ({tries} attempt(s)); raise "
                                       "request_timeout_s or check the server") from exc
             except aiohttp.ClientConnectionError as exc:
                 if attempt == self.retries:
-                    raise ServerError(f"cannot reach {self.url} ({tries} attempt(s)): "
+                    raise ServerError(f"cannot reach {url} ({tries} attempt(s)): "
                                       f"{type(exc).__name__}: {exc}") from exc
+            finally:
+                self.in_flight[i] -= 1
+            failed = i
             await asyncio.sleep(0.2 * 2 ** attempt)
         raise AssertionError("unreachable")
 

@@ -49,15 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from trainers.grpo.trainer import GRPOTrainer
 
-    trainer = GRPOTrainer(config)
+    from trainers.grpo.progress import StepReporter
+
     try:
-        for record in trainer.train():
-            keys = ("reward/mean", "accuracy", "code_ratio", "response_length", "kl",
-                    "clip_frac", "entropy", "time/step_s")
-            print(json.dumps({"step": record["step"],
-                              **{k: round(record[k], 4) for k in keys
-                                 if isinstance(record.get(k), float)}}), flush=True)
+        trainer = GRPOTrainer(config)
+    except ValueError as exc:  # e.g. a resume with changed settings
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = StepReporter(trainer.step, config.train.steps)
+    try:
+        trainer.train(on_step=report)
     finally:
+        report.close()
         trainer.close()
     from trainers.grpo.curve import save_curve
     from trainers.grpo.metrics import read_metrics

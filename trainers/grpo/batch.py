@@ -9,7 +9,7 @@ ledger's (1 on policy tokens, 0 on the prompt, tool output and padding).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ class TrainBatch:
     prompt_lengths: torch.Tensor   # [N] long
     has_sampler_logprobs: bool
     ref_logprobs: torch.Tensor | None = None
+    token_weights: torch.Tensor | None = None  # [N, T] float: per-token loss weights (RITE)
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -40,14 +41,15 @@ class TrainBatch:
         cut = lambda x: None if x is None else x[idx, :width]  # noqa: E731
         return TrainBatch(cut(self.input_ids), cut(self.attention_mask), cut(self.loss_mask),
                           cut(self.old_logprobs), self.advantages[idx], self.prompt_lengths[idx],
-                          self.has_sampler_logprobs, cut(self.ref_logprobs))
+                          self.has_sampler_logprobs, cut(self.ref_logprobs),
+                          cut(self.token_weights))
 
     def to(self, device) -> "TrainBatch":
         move = lambda x: None if x is None else x.to(device)  # noqa: E731
         return TrainBatch(move(self.input_ids), move(self.attention_mask), move(self.loss_mask),
                           move(self.old_logprobs), move(self.advantages),
                           move(self.prompt_lengths), self.has_sampler_logprobs,
-                          move(self.ref_logprobs))
+                          move(self.ref_logprobs), move(self.token_weights))
 
     @property
     def num_tokens(self) -> int:
@@ -55,8 +57,10 @@ class TrainBatch:
 
 
 def build_batch(groups: Sequence[Group], pad_id: int, scale: str = "std",
-                max_length: int | None = None) -> TrainBatch | None:
+                max_length: int | None = None, weigh: Callable[[Trajectory], np.ndarray]
+                | None = None) -> TrainBatch | None:
     """Advantages per group over valid members, then the padded tensors of valid members.
+    ``weigh`` gives a trajectory's per-token loss weights (one per episode token).
     ``None`` when no trajectory is left to train on."""
     trajs: list[Trajectory] = []
     labels: list[int] = []
@@ -71,6 +75,14 @@ def build_batch(groups: Sequence[Group], pad_id: int, scale: str = "std",
         return None
     rows = [trajs[i] for i in keep]
     arrays = to_padded(rows, pad_id=pad_id, max_length=max_length)
+    weights = None
+    if weigh is not None:
+        weights = torch.zeros(arrays["loss_mask"].shape, dtype=torch.float32)
+        for r, t in enumerate(rows):
+            w = torch.from_numpy(weigh(t))
+            first = int(arrays["prompt_lengths"][r])
+            width = min(len(w), weights.shape[1] - first)
+            weights[r, first:first + width] = w[:width]
     return TrainBatch(
         input_ids=torch.from_numpy(arrays["input_ids"]),
         attention_mask=torch.from_numpy(arrays["attention_mask"]),
@@ -78,4 +90,4 @@ def build_batch(groups: Sequence[Group], pad_id: int, scale: str = "std",
         old_logprobs=torch.from_numpy(arrays["logprobs"]),
         advantages=torch.from_numpy(np.asarray(adv[keep], dtype=np.float32)),
         prompt_lengths=torch.from_numpy(arrays["prompt_lengths"]),
-        has_sampler_logprobs=all(t.has_logprobs for t in rows))
+        has_sampler_logprobs=all(t.has_logprobs for t in rows), token_weights=weights)

@@ -7,6 +7,7 @@ never leaves a checkpoint that looks valid.  Only the newest ``keep_last`` are k
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -32,6 +33,9 @@ def save_checkpoint(root: str | Path, step: int, model, optimizer, scheduler,
     torch.save({"step": step, "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "rng": _rng_state(), **state},
                tmp / "trainer_state.pt")
+    if "config" in state:  # readable without loading the optimizer state (resume checks it)
+        (tmp / "config.json").write_text(json.dumps(state["config"], indent=1, default=str),
+                                          encoding="utf-8")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     for old in list_checkpoints(root)[:-max(keep_last, 1)]:
@@ -64,6 +68,15 @@ def load_checkpoint(path: str | Path, model, optimizer, scheduler) -> dict[str, 
     scheduler.load_state_dict(state["scheduler"])
     _set_rng_state(state["rng"])
     return state
+
+
+def saved_config(path: str | Path) -> dict[str, Any] | None:
+    """The run config a checkpoint was written with (``None``: the checkpoint predates it)."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return json.loads((path / "config.json").read_text(encoding="utf-8"))
+    state = torch.load(path / "trainer_state.pt", map_location="cpu", weights_only=False)
+    return state.get("config")
 
 
 def load_weights(model, folder: str | Path) -> None:

@@ -58,6 +58,9 @@ class RolloutConfig:
     episode_timeout_s: float | None = None
     mode: str = "async"                  # async | sync (engine schedule)
     max_batch_size: int = 64             # transformers: requests per generate call
+    # the episode's context budget (env max_total_tokens) by step, growing during training:
+    # {0: 16384, 300: 24576} means 16k from step 0, 24k from step 300 (RITE); None: the env's
+    context_schedule: dict[int, int] | None = None
     vllm: dict[str, Any] = field(default_factory=dict)  # AsyncEngineArgs (gpu_memory_utilization…)
 
 
@@ -65,13 +68,17 @@ class RolloutConfig:
 class AlgorithmConfig:
     advantage: str = "grpo"              # grpo (std-normalised) | dr_grpo (centred only)
     aggregation: str = "token_mean"      # token_mean | seq_mean | token_sum_norm
-    max_len: int | None = None           # token_sum_norm divisor (default: rollout.max_tokens)
+    # token_sum_norm's constant divisor per trajectory (Dr. GRPO); None: the episode's token
+    # budget, the env's max_total_tokens (the context schedule's value at the step)
+    max_len: int | None = None
     clip_low: float = 0.2
     clip_high: float | None = None       # None: = clip_low; e.g. 0.28 for DAPO's clip-higher
     kl_coef: float = 0.0                 # > 0 loads a frozen reference model (k3 estimator)
     accuracy_band: Any = None            # None | zerotir | rite | nonzero_var | [low, high]
+    pass_rate: str = "group"             # the band reads: group (this group) | running (RITE)
     correct_threshold: float = 1.0       # reward >= this counts as correct when no component
-    mask_void: bool = True               # no tool call and no answer: zero loss
+    token_weights: Any = None            # None | rite | {alpha, ..}: RITE's w_t per token
+    mask_void: bool = False              # ZeroTIR: no tool call and no answer gets zero loss
     mask_infra: bool = True              # infra-failed episodes: zero loss
     max_refill_rounds: int = 4
     oversample: float = 1.0
@@ -102,6 +109,7 @@ class TrainConfig:
     tensorboard: bool = True             # when tensorboard is installed
     wandb_project: str | None = None     # when wandb is installed
     progress: bool = False               # the rollout engine's tqdm bar
+    dump_rollouts: bool = False          # every step's trajectories to rollouts/step_NNNNN.jsonl
 
 
 @dataclass
@@ -245,6 +253,7 @@ def validate(c: GRPOConfig) -> None:
     """Reject values that would fail later (or silently do the wrong thing), naming the key."""
     from trainers.grpo.filtering import AccuracyBand
     from trainers.grpo.loss import AGGREGATIONS
+    from trainers.grpo.token_weights import TokenWeights
 
     missing = _missing(c.to_dict(), "")
     if missing:
@@ -266,6 +275,10 @@ def validate(c: GRPOConfig) -> None:
         (c.algorithm.clip_high is None or c.algorithm.clip_high > 0, "algorithm.clip_high",
          "> 0 or null"),
         (c.algorithm.kl_coef >= 0, "algorithm.kl_coef", ">= 0"),
+        (c.algorithm.pass_rate in ("group", "running"), "algorithm.pass_rate",
+         "group or running"),
+        (c.algorithm.max_len is None or c.algorithm.max_len >= 1, "algorithm.max_len",
+         ">= 1 or null"),
         (c.algorithm.ppo_epochs >= 1, "algorithm.ppo_epochs", ">= 1"),
         (c.algorithm.micro_batch_size >= 1, "algorithm.micro_batch_size", ">= 1"),
         (c.algorithm.mini_batch_size is None or c.algorithm.mini_batch_size >= 1,
@@ -280,6 +293,25 @@ def validate(c: GRPOConfig) -> None:
         if not ok:
             raise ValueError(f"config {key} must be {want}; got {_get(c, key)!r}")
     AccuracyBand.parse(c.algorithm.accuracy_band, c.algorithm.correct_threshold)
+    TokenWeights.parse(c.algorithm.token_weights)
+    context_budget(c.rollout.context_schedule, 0)
+
+
+def context_budget(schedule: Any, step: int) -> int | None:
+    """The context budget at ``step`` from ``rollout.context_schedule`` (``None``: no schedule):
+    the value of the last entry whose step is <= ``step``."""
+    if schedule is None:
+        return None
+    pairs = schedule.items() if isinstance(schedule, dict) else schedule
+    try:
+        points = sorted((int(s), int(n)) for s, n in pairs)
+    except (TypeError, ValueError):
+        raise ValueError("rollout.context_schedule must map steps to token budgets, e.g. "
+                         f"{{0: 16384, 300: 24576}}; got {schedule!r}") from None
+    if not points or points[0][0] != 0 or any(n < 1 for _, n in points):
+        raise ValueError("rollout.context_schedule must start at step 0 and give budgets >= 1, "
+                         f"e.g. {{0: 16384, 300: 24576}}; got {schedule!r}")
+    return [n for s, n in points if s <= step][-1]
 
 
 def _missing(d: Any, where: str) -> list[str]:

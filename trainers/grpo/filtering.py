@@ -6,6 +6,8 @@
 * Groups are **kept** only if their accuracy lies in a band: all-right and all-wrong groups give
   zero advantage everywhere, and near-saturated ones give little.  ZeroTIR keeps [0.2, 0.8];
   RITE keeps pass rates in [0.1, 0.9].
+* With ``pass_rate: running`` (RITE) a group's accuracy is its task's **running pass rate**: every
+  sample of that task seen so far, across epochs, this group included (``RunningPassRate``).
 * ``fill_batch`` keeps sampling fresh groups until the batch is full again (DAPO-style refill).
 
 Both read the trajectory's typed outcome, set by the env's reward: ``answered`` (``None``: the
@@ -96,8 +98,45 @@ class AccuracyBand:
         return sum(hits) / len(hits) if hits else None
 
     def keep(self, group: Group) -> bool:
-        acc = self.accuracy(group)
-        return acc is not None and self.low <= acc <= self.high
+        return self.contains(self.accuracy(group))
+
+    def contains(self, accuracy: float | None) -> bool:
+        return accuracy is not None and self.low <= accuracy <= self.high
+
+
+class RunningPassRate:
+    """Per task: correct samples / samples over every group of it seen so far (kept across
+    epochs and checkpoints), so a task's standing does not hang on one group of G samples."""
+
+    def __init__(self, threshold: float = 1.0):
+        self.threshold = threshold
+        self.counts: dict[str, list[int]] = {}  # task id -> [correct, samples]
+
+    def update(self, group: Group) -> float | None:
+        """Add ``group``'s valid samples to its task's count; the task's running rate after."""
+        hits = [is_correct(t, self.threshold) for t, ok in zip(group.trajectories, group.valid)
+                if ok]
+        key = task_key(group)
+        count = self.counts.setdefault(key, [0, 0])
+        count[0] += sum(hits)
+        count[1] += len(hits)
+        return self.rate(key)
+
+    def rate(self, key: str) -> float | None:
+        count = self.counts.get(key)
+        return count[0] / count[1] if count and count[1] else None
+
+    def state_dict(self) -> dict[str, list[int]]:
+        return {k: list(v) for k, v in self.counts.items()}
+
+    def load_state_dict(self, state: dict[str, list[int]]) -> None:
+        self.counts = {k: [int(v[0]), int(v[1])] for k, v in state.items()}
+
+
+def task_key(group: Group) -> str:
+    """The task a group belongs to: its trajectories' ``task_id`` (the group key if unset)."""
+    ids = {t.task_id for t in group.trajectories if t.task_id}
+    return ids.pop() if len(ids) == 1 else group.key
 
 
 @dataclass

@@ -42,10 +42,11 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     targets = input_ids[:, first:]
     norm = torch.logsumexp(logits, dim=-1)
     out[:, first:] = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - norm
-    if with_entropy:
-        with torch.no_grad():
-            p = torch.softmax(logits.detach(), dim=-1)
-            ent[:, first:] = norm.detach() - (p * logits.detach()).sum(-1)
+    if with_entropy:  # H = log Z − Σ p·z, reusing log Z; the dot product as a batched matmul
+        with torch.no_grad():  # (no [B, T, V] product tensor): a metric should cost little
+            z, log_z = logits.detach(), norm.detach()
+            p = torch.exp(z - log_z.unsqueeze(-1))
+            ent[:, first:] = log_z - torch.einsum("btv,btv->bt", p, z)
     return out, ent
 
 

@@ -13,7 +13,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
                 loss_mask: torch.Tensor, ref_logprobs: torch.Tensor | None = None, *,
                 clip_low: float = 0.2, clip_high: float | None = None, kl_coef: float = 0.0,
                 aggregation: str = "token_mean", denominator: float | None = None,
-                max_len: int | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+                max_len: int | None = None, weights: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, dict[str, float]]:
     r"""GRPO / Dr. GRPO / DAPO-style clipped surrogate.  All tensors are ``[N, T]`` (one row per
     trajectory, one column per token; ``advantages`` may be ``[N]`` and is broadcast).
 
@@ -25,9 +26,13 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
 
     ε_high defaults to ε_low (symmetric PPO); a larger ε_high is DAPO's clip-higher.  Aggregation:
 
-        token_mean:     L = Σ_{i,t} m ℓ / Σ_{i,t} m              (token-level: DAPO, Dr. GRPO)
+        token_mean:     L = Σ_{i,t} m ℓ / Σ_{i,t} m              (DAPO's token-level mean)
         seq_mean:       L = (1/N) Σ_i Σ_t m ℓ / Σ_t m            (GRPO paper: mean per sequence)
-        token_sum_norm: L = Σ_{i,t} m ℓ / (N · max_len)          (Dr. GRPO's constant normaliser)
+        token_sum_norm: L = Σ_{i,t} m ℓ / (N · max_len)          (Dr. GRPO: a token-level sum over
+                                                                  a constant, the token budget)
+
+    ``weights`` (``[N, T]``, e.g. RITE's w_t) multiply each token's ℓ inside the sums; the divisors
+    stay counts of masked tokens, so weights rescale tokens against each other.
 
     ``denominator`` overrides the divisor (Σ m, N or N·max_len) so that gradient accumulation
     over micro-batches of one mini-batch divides by the mini-batch's count, not each micro-batch's.
@@ -50,6 +55,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         kl = torch.exp(delta) - delta - 1.0
         per_token = per_token + kl_coef * kl
     per_token = per_token * mask
+    if weights is not None:
+        per_token = per_token * weights.to(per_token.dtype)
     if aggregation == "seq_mean":
         total = (per_token.sum(-1) / mask.sum(-1).clamp(min=1.0)).sum()
     else:

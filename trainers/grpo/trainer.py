@@ -15,19 +15,26 @@ One step:
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
+from tir_envs.trajectory import write_jsonl
 from trainers.grpo.batch import TrainBatch, build_batch
-from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from trainers.grpo.config import GRPOConfig, validate
-from trainers.grpo.filtering import AccuracyBand, Group, fill_batch, mark_exclusions
+from trainers.grpo.checkpoint import (latest_checkpoint, load_checkpoint, saved_config,
+                                      save_checkpoint)
+from trainers.grpo.config import GRPOConfig, context_budget, validate
+from trainers.grpo.filtering import (AccuracyBand, Group, RunningPassRate, fill_batch,
+                                     mark_exclusions)
+from trainers.grpo.resume import check_resume
+from trainers.grpo.token_weights import TokenWeights
 from trainers.grpo.logprobs import token_logprobs
 from trainers.grpo.loss import default_denominator, policy_loss
 from trainers.grpo.metrics import MetricsLogger, rollout_metrics
@@ -60,18 +67,24 @@ class GRPOTrainer:
                  policy=None):
         validate(config)
         c = self.config = config
+        if c.train.resume:  # changed settings are refused before anything is loaded
+            self._check_resume(latest_checkpoint(Path(c.train.output_dir) / "checkpoints"))
         torch.manual_seed(c.train.seed)
         self.device = resolve_device(c.model.device)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(c.model)
         self.model = model if model is not None else load_model(c.model, self.tokenizer,
                                                                 self.device)
         self.ref_model = frozen_copy(self.model) if c.algorithm.kl_coef > 0 else None
-        self.make_env = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
-                                                               self.tokenizer)
+        factory = env if callable(env) else env_factory(env or c.env.id, c.env.kwargs,
+                                                         self.tokenizer)
+        self._sized_envs: weakref.WeakSet = weakref.WeakSet()  # every env made, for its budget
+        self.make_env = lambda: self._sized(factory())
         self.tasks = TaskStream(tasks if tasks is not None else load_tasks(
             c.data.path, c.data.split, c.data.limit, self.make_env, c.data.loader,
             c.data.loader_kwargs), c.data.shuffle, c.train.seed)
         self.band = AccuracyBand.parse(c.algorithm.accuracy_band, c.algorithm.correct_threshold)
+        self.pass_rates = RunningPassRate(c.algorithm.correct_threshold)
+        self.token_weights = TokenWeights.parse(c.algorithm.token_weights)
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=c.optim.lr,
             betas=tuple(c.optim.betas), eps=c.optim.eps, weight_decay=c.optim.weight_decay)
@@ -90,6 +103,9 @@ class GRPOTrainer:
         self.history: list[dict[str, Any]] = []
         if c.train.resume:
             self.resume()
+        elif latest_checkpoint(self.out_dir / "checkpoints") is not None:
+            say(f"train.resume=false: starting over in {self.out_dir} (its checkpoints are "
+                "overwritten as the new run saves)")
         self.logger = MetricsLogger(self.out_dir, c.train.tensorboard, c.train.wandb_project,
                                     c.to_dict())
         self.logger.truncate_after(self.step)
@@ -109,27 +125,41 @@ class GRPOTrainer:
         return VLLMPolicy(path, tokenizer=self.tokenizer, **c.rollout.vllm)
 
     def resume(self) -> bool:
-        """Continue from the newest checkpoint under ``output_dir/checkpoints`` (if any)."""
+        """Continue from the newest checkpoint under ``output_dir/checkpoints`` (if any), after
+        checking that the settings are the checkpoint's (``resume.check_resume``)."""
         path = latest_checkpoint(self.out_dir / "checkpoints")
         if path is None:
+            say(f"no checkpoint in {self.out_dir / 'checkpoints'}: starting fresh")
             return False
+        extended = self._check_resume(path)
         state = load_checkpoint(path, self.model, self.optimizer, self.scheduler)
         self.step = int(state["step"])
         self.tasks.load_state_dict(state["tasks"])
+        self.pass_rates.load_state_dict(state.get("pass_rates", {}))
         self.sync_weights()
         say(f"resuming from step {self.step} ({path}; train.resume=false starts over)")
+        for line in extended:
+            say(f"resuming with {line}")
         return True
+
+    def _check_resume(self, path: Path | None) -> list[str]:
+        """The allowed changes against checkpoint ``path``'s settings; refuses any other."""
+        return [] if path is None else check_resume(saved_config(path), self.config.to_dict(),
+                                                    path)
 
     def save(self) -> Path:
         return save_checkpoint(self.out_dir / "checkpoints", self.step, self.model,
                                self.optimizer, self.scheduler,
                                {"tasks": self.tasks.state_dict(),
+                                "pass_rates": self.pass_rates.state_dict(),
                                 "config": self.config.to_dict()},
                                tokenizer=self.tokenizer, keep_last=self.config.train.keep_last)
 
     # ------------------------------------------------------------------ loop
-    def train(self, steps: int | None = None) -> list[dict[str, Any]]:
-        """Run until ``train.steps`` (or ``steps`` more); returns this call's metrics."""
+    def train(self, steps: int | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Run until ``train.steps`` (or ``steps`` more); returns this call's metrics.
+        ``on_step`` sees each step's metrics as soon as the step ends (the CLI's progress)."""
         target = self.config.train.steps if steps is None else self.step + steps
         every = self.config.train.save_every
         done: list[dict[str, Any]] = []
@@ -141,6 +171,8 @@ class GRPOTrainer:
         try:
             while self.step < target:
                 done.append(self.train_step())
+                if on_step is not None:
+                    on_step(done[-1])
                 if every and self.step % every == 0:
                     self.save()
             if not every or self.step % every:
@@ -153,11 +185,15 @@ class GRPOTrainer:
         c = self.config
         t0 = time.perf_counter()
         self._generated, self._round = 0, 0
-        filled = fill_batch(self._rollout, c.rollout.tasks_per_step,
-                            self.band.keep if self.band else None,
+        budget = self._apply_context_budget()
+        filled = fill_batch(self._rollout, c.rollout.tasks_per_step, self._keep_rule(),
                             c.algorithm.max_refill_rounds, c.algorithm.oversample)
         t1 = time.perf_counter()
-        batch = build_batch(filled.groups, self.pad_id, _scale(c.algorithm.advantage))
+        weigh = None
+        if self.token_weights is not None:
+            weigh = lambda t: self.token_weights.weights(t, self.tokenizer)  # noqa: E731
+        batch = build_batch(filled.groups, self.pad_id, _scale(c.algorithm.advantage),
+                            weigh=weigh)
         stats = self.update(batch) if batch is not None else {"skipped": 1.0}
         t2 = time.perf_counter()
         self.sync_weights()
@@ -166,12 +202,71 @@ class GRPOTrainer:
                    "groups/sampled": len(filled.sampled), "groups/kept": len(filled.groups),
                    "groups/fill": len(filled.groups) / c.rollout.tasks_per_step,
                    "refill_rounds": filled.rounds, "lr": self.scheduler.get_last_lr()[0],
+                   **({"context_budget": budget} if budget is not None else {}),
                    "time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
                    "time/step_s": time.perf_counter() - t0,
                    "throughput/rollout_tokens_per_s": self._generated / max(t1 - t0, 1e-9)}
         self.logger.log(self.step, metrics)
+        if c.train.dump_rollouts:
+            self._dump_rollouts(filled.sampled)
         self.history.append({"step": self.step, **metrics})
         return self.history[-1]
+
+    def _dump_rollouts(self, groups: list[Group]) -> None:
+        """Every trajectory of this step, kept or filtered out, for ``tir-envs view``."""
+        folder = self.out_dir / "rollouts"
+        folder.mkdir(parents=True, exist_ok=True)
+        for g in groups:
+            for t in g.trajectories:
+                t.metadata.setdefault("step", self.step)
+        write_jsonl((t for g in groups for t in g.trajectories),
+                    folder / f"step_{self.step:05d}.jsonl")
+
+    def _keep_rule(self) -> Callable[[Group], bool] | None:
+        """The band test: on this group's accuracy, or (``pass_rate: running``) on its task's
+        running pass rate, updated with this group first."""
+        if self.band is None:
+            return None
+        if self.config.algorithm.pass_rate == "running":
+            return lambda g: self.band.contains(self.pass_rates.update(g))
+        return self.band.keep
+
+    def _sized(self, env):
+        """A new env, given the context budget of the current step (``_apply_context_budget``
+        updates it on every env made so far, wherever the rollout keeps them)."""
+        budget = context_budget(self.config.rollout.context_schedule, getattr(self, "step", 0))
+        if budget is not None and env is not None:
+            env.unwrapped.max_total_tokens = budget
+        if env is not None:
+            self._sized_envs.add(env)
+        return env
+
+    def _apply_context_budget(self) -> int | None:
+        """Set the envs' context budget (``max_total_tokens``) from the schedule at this step."""
+        budget = context_budget(self.config.rollout.context_schedule, self.step)
+        if budget is not None:
+            for env in list(self._sized_envs):
+                env.unwrapped.max_total_tokens = budget
+        return budget
+
+    def episode_budget(self) -> int:
+        """The episode's token budget: the schedule's value at this step, else the env's
+        ``max_total_tokens``, else ``rollout.max_tokens`` (an env without a ledger budget)."""
+        budget = context_budget(self.config.rollout.context_schedule, self.step)
+        if budget is None:
+            budget = self._env_budget
+        return int(budget) if isinstance(budget, int) else self.config.rollout.max_tokens
+
+    @functools.cached_property
+    def _env_budget(self) -> int | None:
+        """The env's own ``max_total_tokens`` (read from an env already made, else a probe)."""
+        envs = list(self._sized_envs)
+        env = envs[0] if envs else self.make_env()
+        try:
+            return getattr(getattr(env, "unwrapped", None), "max_total_tokens", None)
+        finally:
+            if not envs and env is not None:
+                env.close()
 
     def _rollout(self, n: int) -> list[Group]:
         """``n`` fresh tasks, ``samples_per_task`` episodes each, through the rollout engine."""
@@ -221,7 +316,8 @@ class GRPOTrainer:
     def _optimizer_step(self, batch: TrainBatch, rows: torch.Tensor) -> tuple[dict, int]:
         """One optimizer step over ``rows``, accumulated over micro-batches."""
         a = self.config.algorithm
-        max_len = a.max_len or self.config.rollout.max_tokens
+        max_len = a.max_len or (self.episode_budget() if a.aggregation == "token_sum_norm"
+                                else None)
         denom = default_denominator(batch.loss_mask[rows], a.aggregation, max_len)
         weight = float(batch.loss_mask[rows].sum()) or 1.0
         sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "entropy": 0.0}
@@ -236,7 +332,7 @@ class GRPOTrainer:
             loss, st = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask,
                                    mb.ref_logprobs, clip_low=a.clip_low, clip_high=a.clip_high,
                                    kl_coef=a.kl_coef, aggregation=a.aggregation,
-                                   denominator=denom, max_len=max_len)
+                                   denominator=denom, max_len=max_len, weights=mb.token_weights)
             loss.backward()
             share = float(mb.loss_mask.sum()) / weight
             sums["loss"] += float(loss.detach())

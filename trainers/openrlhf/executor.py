@@ -37,32 +37,21 @@ from tir_envs.rollout.policy import Generation
 from tir_envs.rollout.runner import Episode as RunnerEpisode
 from tir_envs.rollout.runner import EpisodeRunner
 
-from trainers.openrlhf.config import EnvConfig
-from trainers.openrlhf.dataset import index_tasks, task_from_label
-from trainers.openrlhf.logs import episode_logs
+from trainers.common.env_config import EnvConfig, check_same_tokenizer
+from trainers.common.labels import index_tasks, task_from_label
+from trainers.common.logs import episode_logs
 
 log = logging.getLogger(__name__)
 
 #: the episode the executor is running in this asyncio task (each OpenRLHF sample is a task)
 _EPISODE: contextvars.ContextVar["Episode"] = contextvars.ContextVar("tir_openrlhf_episode")
 _WARNED: set[str] = set()
-_PROBE = "Tool-integrated reasoning: print(1 + 2)\n```output\n3\n```<|im_end|>"
 
 
 def _warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         log.warning(message)
-
-
-def _check_same_tokenizer(core: Any, tokenizer: Any) -> None:
-    """The env must count in the policy's ids: the adapter hands OpenRLHF the env's ids."""
-    theirs = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
-    if len(core.tokenizer) != len(tokenizer) or core.codec.encode(_PROBE) != theirs:
-        raise ValueError(
-            f"{core.env_id} was made with a tokenizer other than the policy's "
-            f"({len(core.tokenizer)} vs {len(tokenizer)} tokens); drop 'tokenizer' from the env "
-            "kwargs so the adapter uses the policy's, or point it at the policy's model folder")
 
 
 class _EnvTokenizer:
@@ -240,7 +229,7 @@ class TIRAgentExecutor(MultiTurnAgentExecutor):
     """OpenRLHF's ``MultiTurnAgentExecutor`` over a ``tir/*`` env (see the module docstring).
 
     ``make_env(tokenizer) -> env``: how to make an env; default: from ``TIR_ENV_ID`` /
-    ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG`` (``trainers.openrlhf.config``).
+    ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG`` (``trainers.common.env_config``).
     """
 
     def __init__(self, make_env: Callable[[Any], Any] | None = None):
@@ -258,7 +247,7 @@ class TIRAgentExecutor(MultiTurnAgentExecutor):
 
     def _new_env(self) -> Any:
         env = self.make_env(self._tokenizer)
-        _check_same_tokenizer(env.unwrapped, self._tokenizer)
+        check_same_tokenizer(env.unwrapped, self._tokenizer)
         return env
 
     def task(self, label: Any):

@@ -69,9 +69,10 @@ def _top_level(boxes: list[Box]) -> list[Box]:
 
 
 class _Unwrapper:
-    """A box's content, stripped; while it holds a box, the last box to close inside it
-    (``\\boxed{\\boxed{3}}`` is ``3``), unless that one is empty.  Iterative, with the boxes
-    indexed by their end, so deep nesting costs neither recursion nor quadratic time."""
+    """A box's content, stripped; while it holds nothing but a box, that box's content
+    (``\\boxed{\\boxed{3}}`` is ``3``; ``\\boxed{2 \\boxed{3}}`` stays whole: a hedge), unless
+    it is empty.  Iterative, with the boxes indexed by their end, so deep nesting costs neither
+    recursion nor quadratic time."""
 
     def __init__(self, text: str, boxes: list[Box]):
         self.text = text
@@ -86,8 +87,9 @@ class _Unwrapper:
                 return content
             inner = self.by_end[i]
             inner_content = self.text[inner[2]:inner[3]].strip()
-            if not inner_content:
-                return content
+            outside = self.text[box[2]:inner[0]] + self.text[inner[1]:box[3]]
+            if not inner_content or outside.strip(" \t\n$"):
+                return content  # a box beside other text is part of that text (a hedge)
             box, content = inner, inner_content
 
 

@@ -20,6 +20,9 @@ statement:
   than 1%: ``42 \\approx 41``) is a hedge: Math-Verify grades one side of a relation.
 * *several lines* (``41 \\\\ 42``, a ``cases`` block; matrices and arrays aside) and a *union*
   (``41 \\cup 42``) are hedges against a single value.
+* a *box beside other text* (``41 \\boxed{42}``: what extraction leaves of
+  ``\\boxed{41 \\boxed{42}}``) is a hedge unless the gold holds a box: Math-Verify would read
+  the inner box.
 
 Several boxes are checked by the grader pool (``extract.graded_texts``): against a
 single-valued gold each of them must be right.
@@ -112,11 +115,37 @@ def _several_lines(answer: str) -> bool:
     return bool(_LINES.search(_MATRIX.sub("", answer)))
 
 
+# An extracted answer that still holds a box: the box stood beside other text inside the
+# answer's box (``\\boxed{41 \\boxed{42}}``), which Math-Verify would read as the inner box.
+_BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _box_beside_text(answer: str) -> bool:
+    """Whether ``answer`` holds a box that is not the whole of it (boxes within boxes peeled)."""
+    while True:
+        m = _BOX_INSIDE.search(answer)
+        if m is None:
+            return False
+        text = answer.strip().strip("$").strip()
+        if m.start() != answer.index(text) or not text.endswith("}"):
+            return True
+        depth, i = 0, m.end() - 1 - answer.index(text)
+        for j in range(i, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0) if text[j - 1:j] != "\\" else 0
+            if depth == 0:
+                break
+        if j != len(text) - 1:
+            return True
+        answer = text[i + 1:-1]
+
+
 def hedge_reason(pred: str, gold: str, gold_is_list: bool) -> str | None:
     """Why ``pred`` is a hedge against ``gold`` (see the module docstring), or ``None``.
 
     Expects ``prepare_answer``ed text; ``gold_is_list`` is ``extract.is_multi_valued(gold)``.
     A disjunction against a list gold is not a hedge: the caller reads it with ``as_list``."""
+    if _box_beside_text(pred) and not _BOX_INSIDE.search(gold):
+        return "hedge: a box beside other text (the answer is the whole box)"
     single = not (gold_is_list or _INTERVAL_GOLD.search(gold) or _PAIR.search(gold)
                   or _RANGE.search(gold))
     if has_disjunction(pred) and not gold_is_list and not has_disjunction(gold):

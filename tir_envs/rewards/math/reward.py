@@ -5,9 +5,12 @@ Terms (each optional except the first):
     (0; ToRL uses -1).  The answer is what the policy itself wrote, never tool output.
   * ``exec_error_penalty``: ToRL's code-execution penalty (0.5 in the paper), subtracted once
     when any executed code failed (error, timeout, or killed for a resource limit).
-  * ``tool_penalties``: VerlTool's -0.25 shaping terms, by name: ``exec_error`` (some execution
-    failed), ``no_tool`` (the episode never ran a tool), ``invalid_action`` (a tool call could not
-    be understood or named an unknown tool), ``unfinished`` (cut by a budget, not finished).
+  * ``tool_penalty``: VerlTool's R_tool of its math setting (paper eq. 6): 0 when the answer is
+    correct, this value (-0.25 there) otherwise; so a wrong answer scores -1.25 with R_acc = ±1.
+  * ``tool_penalties``: the -0.25 shaping terms of VerlTool's reward code, by name:
+    ``exec_error`` (some execution failed), ``no_tool`` (the episode never ran a tool),
+    ``invalid_action`` (a tool call could not be understood or named an unknown tool),
+    ``unfinished`` (cut by a budget, not finished).
 Infrastructure failures (sandbox died) are not penalised as code errors; the trajectory's
 ``infra_failed`` flag tells a trainer to drop the episode instead.
 
@@ -69,6 +72,7 @@ class MathReward:
     wrong_reward: float = 0.0
     exec_error_penalty: float = 0.0
     tool_penalties: Mapping[str, float] = field(default_factory=dict)
+    tool_penalty: float = 0.0
     grader: GraderPool | None = None
     known_tools: Sequence[str] | None = ("python",)
     extraction: str = "boxed"
@@ -77,6 +81,9 @@ class MathReward:
         if self.extraction not in EXTRACTIONS:
             raise ValueError(f"unknown extraction {self.extraction!r}; choose from "
                              f"{list(EXTRACTIONS)} ('fallback' also reads unboxed answers)")
+        if self.tool_penalty > 0:
+            raise ValueError(f"tool_penalty is added to a wrong answer's reward, so it must be "
+                             f"<= 0 (VerlTool: -0.25); got {self.tool_penalty}")
         unknown = set(self.tool_penalties) - set(TOOL_PENALTIES)
         if unknown:
             raise ValueError(f"unknown tool_penalties {sorted(unknown)}; choose from "
@@ -106,6 +113,9 @@ class MathReward:
         if self.exec_error_penalty:
             parts["exec_error_penalty"] = -self.exec_error_penalty if failures else 0.0
             total += parts["exec_error_penalty"]
+        if self.tool_penalty:
+            parts["tool_penalty"] = 0.0 if grade.correct else float(self.tool_penalty)
+            total += parts["tool_penalty"]
         for name, value in self.tool_penalties.items():
             hit = self._penalised(name, trajectory, failures)
             parts[f"{name}_penalty"] = -abs(value) if hit else 0.0

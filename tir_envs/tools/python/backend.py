@@ -9,7 +9,7 @@ Restarting after a lost interpreter is the tool's job, so every backend behaves 
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Mapping
 
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
@@ -50,7 +50,16 @@ class SandboxBackend(abc.ABC):
 
 
 def make_backend(spec: Any, **options: Any) -> SandboxBackend:
-    """``"local"`` / ``"e2b"`` / ``"ray"`` (with ``options``), or a ready backend object."""
+    """``"local"`` / ``"e2b"`` / ``"ray"`` (with ``options``), a mapping of a name and its options
+    (``{"name": "ray", "num_hosts": 4, "actor_options": {...}}``: what JSON settings such as an
+    adapter's env kwargs can carry), or a ready backend object."""
+    if isinstance(spec, Mapping):
+        if not isinstance(spec.get("name"), str):
+            raise ValueError(f"a backend mapping needs its 'name' ('local', 'e2b' or 'ray') "
+                             f"next to its options, e.g. {{'name': 'ray', 'num_hosts': 4}}; "
+                             f"got {dict(spec)!r}")
+        given = {k: v for k, v in spec.items() if k != "name"}
+        return make_backend(spec["name"], **{**given, **options})
     if isinstance(spec, SandboxBackend):
         if options:
             raise ValueError(f"backend options {sorted(options)} only apply when backend is a "

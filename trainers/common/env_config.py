@@ -1,11 +1,17 @@
-"""Which env the OpenRLHF adapter serves, read from environment variables.
+"""Which env a trainer adapter serves, read from environment variables.
 
-OpenRLHF loads ``--train.agent_func_path`` by path and calls ``AgentExecutor()`` with no
-arguments, so the env is configured outside the call, in one of two ways (not both):
+The trainers build the adapter themselves (OpenRLHF loads ``--train.agent_func_path`` by path
+and calls ``AgentExecutor()`` with no arguments; verl instantiates the agent loop in its
+workers), so the env may be configured outside the call, in one of two ways (not both):
 
 * ``TIR_ENV_ID`` (e.g. ``tir/MathCode-v0``) and optionally ``TIR_ENV_KWARGS``, a JSON object of
   constructor arguments (``{"recipe": "zerotir", "tasks": "math500"}``);
 * ``TIR_ENV_CONFIG``: the path of a small YAML file with ``env_id`` and ``env_kwargs``.
+
+The Python sandbox's backend is an env argument too, with its options: ``{"backend": {"name":
+"ray", "num_hosts": 8, "actor_options": {"resources": {"sandbox": 1}}}}`` runs every episode's
+code on sandbox-host actors of the Ray cluster (``tir_envs.tools.python.ray_backend.RayBackend``),
+spread over ``num_hosts`` hosts placed by ``actor_options``.
 
 Ray passes a driver's environment variables to its actors only through the job's runtime env
 (``ray job submit --runtime-env-json '{"env_vars": {...}}'``); docs/openrlhf.md shows it.
@@ -23,6 +29,7 @@ ENV_ID = "TIR_ENV_ID"
 ENV_KWARGS = "TIR_ENV_KWARGS"
 ENV_CONFIG = "TIR_ENV_CONFIG"
 YAML_KEYS = ("env_id", "env_kwargs")
+_PROBE = "Tool-integrated reasoning: print(1 + 2)\n```output\n3\n```<|im_end|>"
 
 
 class ConfigError(ValueError):
@@ -45,6 +52,11 @@ class EnvConfig:
         if not isinstance(self.env_kwargs, Mapping):
             raise ConfigError(f"env_kwargs must be a mapping of constructor arguments, got "
                               f"{type(self.env_kwargs).__name__}")
+        backend = self.env_kwargs.get("backend")
+        if isinstance(backend, Mapping) and not isinstance(backend.get("name"), str):
+            raise ConfigError("env_kwargs.backend as a mapping needs the backend's 'name' next "
+                              "to its options, e.g. {\"name\": \"ray\", \"num_hosts\": 4}; got "
+                              f"{dict(backend)!r}")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "EnvConfig":
@@ -56,7 +68,7 @@ class EnvConfig:
         if path:
             return cls.from_yaml(path)
         if not env_id:
-            raise ConfigError(f"the OpenRLHF adapter needs the env to serve: set {ENV_ID} "
+            raise ConfigError(f"the trainer adapter needs the env to serve: set {ENV_ID} "
                               f"(e.g. tir/MathCode-v0) and optionally {ENV_KWARGS} (a JSON "
                               f"object), or {ENV_CONFIG} (a YAML file with env_id, env_kwargs)")
         raw = environ.get(ENV_KWARGS) or "{}"
@@ -86,7 +98,7 @@ class EnvConfig:
         return cls(data["env_id"], data.get("env_kwargs") or {})
 
     def make(self, tokenizer: Any = None):
-        """A new env.  ``tokenizer`` (the policy's, as OpenRLHF hands it to the executor) is
+        """A new env.  ``tokenizer`` (the policy's, as the trainer hands it to the adapter) is
         used unless the configuration names one."""
         import tir_envs
 
@@ -94,3 +106,13 @@ class EnvConfig:
         if tokenizer is not None:
             kwargs.setdefault("tokenizer", tokenizer)
         return tir_envs.make(self.env_id, **kwargs)
+
+
+def check_same_tokenizer(core: Any, tokenizer: Any) -> None:
+    """The env must count in the policy's ids: the adapters hand the trainer the env's ids."""
+    theirs = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
+    if len(core.tokenizer) != len(tokenizer) or core.codec.encode(_PROBE) != theirs:
+        raise ValueError(
+            f"{core.env_id} was made with a tokenizer other than the policy's "
+            f"({len(core.tokenizer)} vs {len(tokenizer)} tokens); drop 'tokenizer' from the env "
+            "kwargs so the adapter uses the policy's, or point it at the policy's model folder")

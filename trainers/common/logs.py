@@ -1,4 +1,5 @@
-"""The per-episode numbers the adapter hands OpenRLHF as ``extra_logs``.
+"""The per-episode numbers an adapter hands its trainer (OpenRLHF's ``extra_logs``, verl's
+``extra_fields``, TRL's logged metrics).
 
 OpenRLHF stacks each key over the batch and averages it, and it refuses a batch whose
 episodes carry different keys, so every episode of one env reports the same keys: tool
@@ -60,3 +61,13 @@ def episode_logs(trajectory: Trajectory, task: Task | None, tool_names: Iterable
         logs[f"status/{status.value}"] = float(statuses.count(status.value))
     logs.update({k: float(v) for k, v in flags.items()})
     return {PREFIX + k: v for k, v in logs.items()}
+
+
+def ledger_flags(trajectory: Trajectory) -> dict[str, float]:
+    """The flags every adapter reports with an episode: ``unfinished`` (the env did not end it:
+    a failure, timeout or policy error stopped it, ``Trajectory.failure``), ``drift`` (ids that
+    differ from a fresh encoding of the text, ``Trajectory.drift``), ``retokenized`` (some
+    action arrived as text)."""
+    stopped = trajectory.failure is not None
+    return {"unfinished": float(stopped or not (trajectory.terminated or trajectory.truncated)),
+            "drift": float(trajectory.drift), "retokenized": float(trajectory.retokenized)}

@@ -1,0 +1,77 @@
+"""OpenRLHF's multi-node path, as far as one machine allows: a Ray cluster of two nodes (two
+raylets started by ``ray.cluster_utils.Cluster``, as ``ray start --head`` and ``ray start
+--address`` would on two machines), the adapter's env settings given once in the job's runtime
+env, and the Python sandbox's host actors spread over the nodes by the adapter's settings.
+
+What it cannot check here: GPUs, NCCL between machines, and OpenRLHF's own launch (its CLI
+imports vLLM and DeepSpeed, which need CUDA); docs/openrlhf.md gives the full recipe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NAMESPACE = "tir_envs_multinode"
+SETTINGS = {"protocol": "torl", "backend": {
+    "name": "ray", "num_hosts": 2, "namespace": NAMESPACE, "spares": 0,
+    "actor_options": {"resources": {"sandbox": 1}}}}
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"sandbox": 1}, "include_dashboard": False})
+    cluster.add_node(num_cpus=1, resources={"sandbox": 1})
+    cluster.wait_for_nodes()
+    # what `ray job submit --runtime-env-json '{"env_vars": {...}}'` gives every worker
+    ray.init(address=cluster.address, namespace=NAMESPACE, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO), "TIR_ENV_ID": "tir/MathCode-v0",
+                                       "TIR_ENV_KWARGS": json.dumps(SETTINGS)}})
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@ray.remote(num_cpus=0)
+def adapter_episode(code: str) -> dict:
+    """What an OpenRLHF worker does on its node: build the env from the environment variables
+    alone (the adapter's ``EnvConfig.from_environ``) and run one tool call."""
+    from trainers.openrlhf.config import EnvConfig
+
+    env = EnvConfig.from_environ().make()
+    try:
+        out = {"node": ray.get_runtime_context().get_node_id(), "status": [], "observation": []}
+        for _ in range(2):  # two episodes: the backend deals sessions to its hosts in turn
+            env.reset(options={"task": {"question": "What is 6*7?", "answer": "42"}})
+            obs, *_ = env.step(f"```python\n{code}\n```\n```output")
+            out["status"].append(env.unwrapped.trajectory.turns[0].tool_results[0]["status"])
+            out["observation"].append(env.unwrapped.codec.decode(obs["tokens"].tolist()))
+        return out
+    finally:
+        env.close()
+
+
+def test_env_settings_reach_every_node_and_sandbox_hosts_spread_over_them(two_nodes):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    assert len(nodes) == 2
+    runs = ray.get([adapter_episode.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node, soft=False)).remote(f"print(6*7 + {i})") for i, node in enumerate(nodes)])
+    assert {r["node"] for r in runs} == set(nodes)  # one episode on each node, from env vars
+    assert [r["status"] for r in runs] == [["ok", "ok"], ["ok", "ok"]]
+    assert all("42" in o for o in runs[0]["observation"])
+    assert all("43" in o for o in runs[1]["observation"])
+    # num_hosts=2 with one `sandbox` resource per node: one sandbox host actor on each node
+    from ray._private.state import actors  # GCS's actor table (no dashboard needed)
+
+    placed = {a["Name"]: a["Address"]["NodeID"] for a in actors().values()
+              if a.get("Name", "").startswith("tir-python-sandbox-") and a["State"] == "ALIVE"}
+    assert sorted(placed) == ["tir-python-sandbox-0", "tir-python-sandbox-1"]
+    assert set(placed.values()) == set(nodes)
