@@ -42,7 +42,7 @@ def two_nodes():
 def adapter_episode(code: str) -> dict:
     """What an OpenRLHF worker does on its node: build the env from the environment variables
     alone (the adapter's ``EnvConfig.from_environ``) and run one tool call."""
-    from trainers.openrlhf.config import EnvConfig
+    from trainers.common.env_config import EnvConfig
 
     env = EnvConfig.from_environ().make()
     try:
