@@ -9,13 +9,13 @@ the stop string stripped (a plain OpenAI-style server).
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
 
+from tests.fixtures.background_server import BackgroundServer  # noqa: E402
 from tests.fixtures.rollout_envs import LookupEnv  # noqa: E402
 from tir_envs.formats.tags import TagsFormat  # noqa: E402
 from tir_envs.rollout.engine import collect  # noqa: E402
@@ -27,18 +27,17 @@ from tir_envs.codec import Codec  # noqa: E402
 TASKS = [{"id": "a", "question": "first?", "answer": "42"}]
 
 
-class FakeServer:
+class FakeServer(BackgroundServer):
     """A completions endpoint in a background thread; ``style`` picks how it answers."""
 
     def __init__(self, tokenizer, style: str = "ids", split_ids: bool = False):
+        super().__init__()
         self.codec = Codec(tokenizer)
         self.style = style
         self.split_ids = split_ids  # answer with a valid but non-canonical split of the text
         self.requests: list[dict] = []
         self.fail_next = 0
         self.stall_s = 0.0  # wait this long before answering (a server that hangs)
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def script(self, context: str) -> str:
         if "</information>" in context:
@@ -80,32 +79,6 @@ class FakeServer:
             choice.update(text=text.replace("<|im_end|>", ""), stop_reason=None)
         return web.json_response({"id": "cmpl-1", "object": "text_completion",
                                   "choices": [choice]})
-
-    def _serve(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_post("/v1/completions", self.completions)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self.loop.run_forever()
-
-    def __enter__(self) -> "FakeServer":
-        self._thread.start()
-        assert self._ready.wait(10), "test server did not start"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 @pytest.mark.parametrize("style", ["ids", "logprob_tokens"])
