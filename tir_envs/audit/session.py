@@ -16,6 +16,7 @@ from tir_envs.audit.report import AuditReport, ProbeResult
 from tir_envs.audit.runner import EpisodeRecord, play
 from tir_envs.audit.target import build_env, pick_tasks
 from tir_envs.rollout.runner import EpisodeRunner
+from tir_envs.validation import check_positive_number
 
 
 async def aaudit(env: str | Callable[[], Any], *, protocol: str | None = None,
@@ -24,8 +25,7 @@ async def aaudit(env: str | Callable[[], Any], *, protocol: str | None = None,
                  episode_timeout_s: float = 120.0) -> AuditReport:
     """Audit ``env`` (an env id or a zero-argument factory); see ``tir_envs.audit.audit``."""
     battery = list(PROBES if probes is None else probes)
-    if episode_timeout_s <= 0:
-        raise ValueError(f"episode_timeout_s must be > 0, got {episode_timeout_s!r}")
+    check_positive_number(episode_timeout_s=episode_timeout_s)
     target = build_env(env, protocol, env_kwargs)
     runner = EpisodeRunner([target], episode_timeout_s=episode_timeout_s)
     try:

@@ -15,6 +15,7 @@ import gymnasium as gym
 from tir_envs.audit.candidates import Candidates, candidates_for
 from tir_envs.env import TIREnv
 from tir_envs.registry import ENV_SPECS, make
+from tir_envs.validation import check_positive_int
 
 #: other tasks' golds read for wrong answers, at most
 OTHER_GOLDS = 200
@@ -67,8 +68,7 @@ def _check_protocol(env: TIREnv) -> None:
 def pick_tasks(env: TIREnv, n: int) -> list[tuple[int, Candidates]]:
     """``n`` tasks with a gold answer, spread evenly over the env's task list (so a mixed set,
     e.g. AutoTIR's domains, is sampled across), each with its candidates."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"tasks must be a positive int, got {n!r}")
+    check_positive_int(tasks=n)
     graded = [i for i, t in enumerate(env.tasks) if t.answer is not None]
     if not graded:
         raise ValueError(f"{type(env).__name__} has no task with a gold answer to audit "
