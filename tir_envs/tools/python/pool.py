@@ -928,24 +928,26 @@ class SandboxPool:
             return
         self._prepared = True
         self._cgroups, why = CgroupTree.create()
-        if why:
-            self._degraded["cgroups"] = why
-            log.warning("python sandbox without per-session cgroups (%s): memory is limited per "
-                        "process (RLIMIT_AS) only, kernel memory (memfd, tmpfs, pipes) is not "
-                        "counted, and only child processes (not threads) are stopped between "
-                        "calls; see docs/sandbox.md", why)
+        self._degrade("cgroups", why, "memory is limited per process (RLIMIT_AS) only, kernel "
+                      "memory (memfd, tmpfs, pipes) is not counted, and only child processes "
+                      "(not threads) are stopped between calls")
         self._uids, why = UidPool.create()
-        if why:
-            self._degraded["uids"] = why
-            log.warning("python sandbox without a host uid per session (%s): per-user kernel "
-                        "quotas (descriptors in flight, pipe buffers, inotify) are shared by "
-                        "all sessions; see docs/sandbox.md", why)
+        self._degrade("uids", why, "per-user kernel quotas (descriptors in flight, pipe "
+                      "buffers, inotify) are shared by all sessions")
         self._seccomp, why = syscall_filter.cached_bpf()
-        if why:
-            self._degraded["seccomp"] = why
-            log.warning("python sandbox without a seccomp filter (%s): keyrings are still "
-                        "fresh per session, but AF_VSOCK and other socket families, inotify, "
-                        "file locks and pipe growth are not denied; see docs/sandbox.md", why)
+        self._degrade("seccomp", why, "keyrings are still fresh per session, but AF_VSOCK and "
+                      "other socket families, inotify, file locks and pipe growth are not denied")
+
+    _WITHOUT = {"cgroups": "per-session cgroups", "uids": "a host uid per session",
+                "seccomp": "a seccomp filter"}
+
+    def _degrade(self, key: str, why: str | None, consequence: str) -> None:
+        """Record a protection this host cannot give (``why``) and warn what no longer holds."""
+        if not why:
+            return
+        self._degraded[key] = why
+        log.warning("python sandbox without %s (%s): %s; see docs/sandbox.md",
+                    self._WITHOUT[key], why, consequence)
 
     def _start_zygote(self, mode: str) -> _Zygote:
         self._prepare()
