@@ -69,6 +69,24 @@ def close_session(tool: PythonTool, session) -> None:
     asyncio.run(tool.close_session(session))
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_dead(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def marker() -> str:
     """Twelve random digits: ``sleep 3000.<marker>`` carries them in its command line."""
     return str(random.SystemRandom().randrange(10**11, 10**12))

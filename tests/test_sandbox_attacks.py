@@ -24,19 +24,21 @@ SITE = next(p for p in sys.path if p.endswith("site-packages"))
 
 @pytest.fixture(params=NAMESPACE_MODES)
 def arena(request):
-    """(tool, bystander session) in one mode; checks afterwards that the fork server and the
+    """(tool, bystander session) in one mode; checks afterwards that the fork servers and the
     bystander survived whatever the test ran."""
     backend = backend_or_skip(request.param)
     tool = PythonTool(backend=backend, limits=Limits(timeout_s=3, nproc=16, memory_mb=512))
     pool = backend.pool
-    fork_server = pool._zygote.proc.pid
+    deaths = pool.info()["counters"].get("fork_server_deaths", 0)
     bystander = open_session(tool)
+    fork_server = bystander.handle.zygote
     assert call(tool, "alive = 'yes'", bystander).status == ToolStatus.OK
     yield tool
     assert call(tool, "alive", bystander).text == "'yes'", "the bystander session was hurt"
+    assert fork_server.proc.poll() is None, "the bystander's fork server died"
     close_session(tool, bystander)
-    assert pool._zygote is not None and pool._zygote.proc.pid == fork_server
-    assert pool._zygote.proc.poll() is None, "the fork server died"
+    assert pool.info()["counters"].get("fork_server_deaths", 0) == deaths, \
+        "a fork server died"
 
 
 def test_read_etc_passwd(arena):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
-                                   call, close_session, marker, open_session, wait_gone,
-                                   wait_present)
+                                   call, close_session, marker, open_session, wait_dead,
+                                   wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
 
@@ -25,27 +25,13 @@ NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)
 
 
 def own_backend(mode: str, **kw) -> LocalBackend:
-    """A pool of its own (a distinct configuration), in ``mode`` if this machine has it."""
+    """A pool of its own (a distinct configuration), in ``mode`` if this machine has it;
+    one fork server unless asked (these tests kill or wedge "the" fork server; several
+    servers, one of them lost, are tested in test_sandbox_hash_seed.py)."""
     backend_or_skip(mode)  # skip early when the mode is unavailable
+    kw.setdefault("fork_servers", 1)
     kw.setdefault("disk_mb", 17 + len(kw) + os.getpid() % 7)
     return LocalBackend(isolation=mode, spares=1, **kw)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_dead(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def fork_server_pid(backend: LocalBackend) -> int:
@@ -199,7 +185,8 @@ tool = PythonTool(backend=LocalBackend(isolation={mode!r}, spares=1))
 async def main():
     session = await tool.open_session()
     result = await tool.call({{"code": {code!r}}}, session)
-    print(result.text, tool.backend.pool._zygote.proc.pid, flush=True)
+    servers = tool.backend.pool.wait_all_servers(timeout=120)["fork_servers"]
+    print(result.text, *(s["pid"] for s in servers), flush=True)
     await asyncio.sleep(3600)
 asyncio.run(main())
 """
@@ -212,13 +199,13 @@ def test_host_killed_leaves_nothing_behind(mode):
     script = HOST_SCRIPT.format(repo=str(REPO), mode=mode, code=background_sleep_code(mark))
     host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        text, zygote = host.stdout.readline().split()
-        assert text == "started" and wait_present(mark)
+        text, *servers = host.stdout.readline().split()
+        assert text == "started" and wait_present(mark) and len(servers) == 4
     finally:
         host.kill()
         host.wait()
     assert wait_gone(mark) == []
-    assert wait_dead(int(zygote))
+    assert all(wait_dead(int(pid)) for pid in servers)
 
 
 FORK_SCRIPT = """

@@ -110,7 +110,7 @@ def test_a_session_is_stopped_between_calls(backend):
                 "threading.Thread(target=spin, daemon=True).start()\n"
                 "if os.fork() == 0:\n    spin()\n")
         assert call(tool, code, s).status == ToolStatus.OK
-        cgroup = backend.pool._zygote.sessions[s.handle.sid].cgroup
+        cgroup = s.handle.cgroup
         pids = cgroup.pids()
         assert len(pids) == 3 and cgroup.keeper in pids
         others = [p for p in pids if p != cgroup.keeper]
@@ -239,8 +239,8 @@ def test_oversized_or_nested_frames_are_refused_before_parsing(backend, payload)
         (r,) = run_session(tool, "import os\n" + payload + "\nimport time; time.sleep(3)")
         assert r.status == ToolStatus.KILLED
         assert call(tool, "1 + 1", bystander).text == "2"
-        assert all(h.decoder.pending < (1 << 20) for h in
-                   backend.pool._zygote.sessions.values())
+        assert all(h.decoder.pending < (1 << 20) for z in backend.pool._servers
+                   for h in z.sessions.values())
     finally:
         close_session(tool, bystander)
 

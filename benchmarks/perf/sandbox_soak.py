@@ -5,7 +5,7 @@ background process behind (which closing must kill).  Every ``--every`` sessions
 samples the host process's open file descriptors and memory, the number of processes in the
 sandbox's process tree (fork server, keepers, interpreters, anything they started) and that
 tree's memory.  At the end, with every session closed, the tree must be back to its idle size
-(fork server + warm spares), the descriptors back to where they started, memory must not
+(fork servers + warm spares; servers retire and are replaced along the way), the descriptors back to where they started, memory must not
 have grown without bound, and where the pool uses cgroups, one session cgroup per live
 session is left (the spares'), and none at all once the pool has shut down; host uids in
 use back to one per live session, and no process of the pool's uid block left after
@@ -13,7 +13,8 @@ shutdown.  Every 10th session also makes a one-shot (stateless) call.  Prints th
 fails.  ``tests/test_sandbox_soak.py`` (marker ``soak``) runs it with 10,000 sessions.
 
 Usage: ``python benchmarks/perf/sandbox_soak.py [--sessions 10000] [--concurrency 32]
-[--isolation auto]``.
+[--isolation auto] [--fork-servers 4] [--sessions-per-fork-server 1000]`` (a small
+``--sessions-per-fork-server`` retires and replaces fork servers often).
 """
 
 from __future__ import annotations
@@ -69,19 +70,20 @@ def _descendants(root: int, table: dict) -> set[int]:
     return seen
 
 
-def tree(root: int) -> tuple[int, int]:
-    """(processes, total RSS in kB) of ``root`` and all its descendants."""
-    table = _proc_table()
-    seen = _descendants(root, table)
-    return len(seen), sum(table[p][1] for p in seen)
-
-
 def tree_cpu_s(root: int) -> float:
     """CPU seconds used so far by ``root``'s descendants (not ``root`` itself), the exited
     ones included once reaped."""
     table = _proc_table()
     seen = _descendants(root, table) - {root}
     return sum(table[p][2] for p in seen) / os.sysconf("SC_CLK_TCK")
+
+
+def sandbox_tree(pool) -> tuple[int, int]:
+    """(processes, total RSS in kB) of every fork server of ``pool`` and all below them (a
+    retired server still running counts until it exits)."""
+    table = _proc_table()
+    seen = set().union(*(_descendants(s["pid"], table) for s in pool.info()["fork_servers"]))
+    return len(seen), sum(table[p][1] for p in seen)
 
 
 def host_rss_kb() -> int:
@@ -102,7 +104,7 @@ def session_cgroups(pool) -> list[str]:
 
 
 def sample(backend: LocalBackend, done: int, started: float) -> dict:
-    procs, rss = tree(backend.pool._zygote.proc.pid)
+    procs, rss = sandbox_tree(backend.pool)
     return {"sessions": done, "elapsed_s": round(time.perf_counter() - started, 1),
             "host_fds": len(os.listdir("/proc/self/fd")), "host_rss_mb": round(host_rss_kb() / 1024, 1),
             "sandbox_processes": procs, "sandbox_rss_mb": round(rss / 1024, 1),
@@ -114,20 +116,21 @@ async def settle(backend: LocalBackend, expect: int, timeout: float = 30.0) -> i
     """Wait until the sandbox tree has ``expect`` processes (spares refilled, the dead gone)."""
     deadline = time.monotonic() + timeout
     while True:
-        procs, _ = tree(backend.pool._zygote.proc.pid)
+        procs, _ = sandbox_tree(backend.pool)
         if procs == expect or time.monotonic() > deadline:
             return procs
         await asyncio.sleep(0.1)
 
 
 async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "auto",
-               every: int = 1000) -> dict:
-    backend = LocalBackend(isolation=isolation, spares=4)
-    info = backend.pool.wait_ready(timeout=300)
+               every: int = 1000, **pool_options) -> dict:
+    """``pool_options``: more ``LocalBackend`` settings (e.g. ``sessions_per_fork_server``)."""
+    backend = LocalBackend(isolation=isolation, spares=4, **pool_options)
+    info = backend.pool.wait_all_servers(timeout=300)
     tool = PythonTool(backend=backend, timeout_s=30)
     one_shot = PythonTool(backend=backend, timeout_s=30, stateful=False)
     await asyncio.sleep(1.0)
-    idle_procs, _ = tree(backend.pool._zygote.proc.pid)
+    idle_procs, _ = sandbox_tree(backend.pool)
     started = time.perf_counter()
     baseline = sample(backend, 0, started)
     samples, failures, done = [baseline], [], 0
@@ -183,6 +186,9 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
               "sessions_per_s": round(done / (time.perf_counter() - started), 1),
               "idle_sandbox_processes": idle_procs, "samples": samples + [final],
               "idle_templates_closed_at_the_end": templates,
+              "fork_servers": {k: backend.pool.info()["counters"].get(k, 0) for k in
+                               ("fork_server_starts", "fork_servers_retired",
+                                "fork_server_deaths")},
               "failures": failures[:10], "checks": checks}
     pool_dirs = list(backend.pool._cgroups.pool_dirs.values()) if backend.pool._cgroups else []
     uids = backend.pool._uids
@@ -202,8 +208,12 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--isolation", default="auto")
     ap.add_argument("--every", type=int, default=pick(1000, 20))
+    ap.add_argument("--fork-servers", type=int, default=4)
+    ap.add_argument("--sessions-per-fork-server", type=int, default=1000)
     args = ap.parse_args()
-    report = asyncio.run(soak(args.sessions, args.concurrency, args.isolation, args.every))
+    report = asyncio.run(soak(args.sessions, args.concurrency, args.isolation, args.every,
+                              fork_servers=args.fork_servers,
+                              sessions_per_fork_server=args.sessions_per_fork_server))
     print(json.dumps(report, indent=2))
     return 0 if report["ok"] else 1
 

@@ -1,8 +1,16 @@
-"""The local sandbox pool: a fork server, warm spare sessions, and every session's life cycle.
+"""The local sandbox pool: fork servers, warm spare sessions, and every session's life cycle.
 
 One pool per configuration per process (``get_pool``), shared by every env and thread.  It
 starts lazily on the first ``open_session``, keeps ``spares`` interpreters forked and ready so
 that opening a session costs nothing, and shuts down at interpreter exit.
+
+Several fork servers serve one pool (``fork_servers``), each a process of its own and so with
+its own string-hash secret (which a forked interpreter cannot change): each spare is forked
+by a server chosen at random, sessions and idle templates are handed out at random, and a
+server retires after ``sessions_per_fork_server`` forks (it forks no more and exits once its
+last session is gone) while a replacement starts in the background.  The pool is ready with
+its first server; the others start one at a time behind it (see docs/sandbox.md, "The
+string hash seed").
 
 All state lives on the reactor thread (``reactor.py``); the public methods only hand work to it
 and return ``concurrent.futures.Future`` objects.  Every future is resolved by a timer if
@@ -96,6 +104,11 @@ class PoolConfig:
       before the session is killed.
     * ``unresponsive_s``: a session we ended and the fork server never reported gone after
       this long means the fork server is hung: it is killed and restarted.
+    * ``fork_servers``: fork servers kept serving, each with its own string-hash secret (two
+      episodes share one with probability about 1 / ``fork_servers``; each costs a process of
+      about 68 MB).
+    * ``sessions_per_fork_server``: sessions a fork server forks before it retires (so one
+      hash secret serves at most this many sessions; a new server costs about 0.45 s CPU).
     """
 
     isolation: str = "auto"
@@ -109,6 +122,8 @@ class PoolConfig:
     ready_timeout_s: float = 60.0
     open_timeout_s: float = 180.0
     unresponsive_s: float = 30.0
+    fork_servers: int = 4
+    sessions_per_fork_server: int = 1000
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", *launcher.MODES):
@@ -118,6 +133,11 @@ class PoolConfig:
             raise ValueError(f"spares must be a non-negative integer or None, got {self.spares!r}")
         check_positive_int(max_sessions=self.max_sessions, allow_none=True)
         check_positive_int(disk_mb=self.disk_mb)
+        check_positive_int(fork_servers=self.fork_servers, hint="1 or more: 1 shares one "
+                           "string-hash secret between all sessions, each more costs ~68 MB")
+        check_positive_int(sessions_per_fork_server=self.sessions_per_fork_server,
+                           hint="1 or more: sessions one fork server forks before it retires "
+                           "(each retirement costs a new server, ~0.45 s CPU)")
         if self.interrupt_grace_s < 0:
             raise ValueError(f"interrupt_grace_s must be >= 0, got {self.interrupt_grace_s!r}")
         object.__setattr__(self, "preload", tuple(self.preload))
@@ -187,6 +207,10 @@ class SessionHandle:
 
 
 class _Zygote:
+    """One fork server.  ``state``: starting, ready (forks sessions), retired (forked its
+    share: forks no more, exits once its sessions are gone), exited (that happened) or dead
+    (it failed, crashed or the pool shut down)."""
+
     def __init__(self, mode: str, proc: subprocess.Popen, ctrl: socket.socket, errfile):
         self.mode = mode
         self.proc = proc
@@ -194,8 +218,19 @@ class _Zygote:
         self.errfile = errfile
         self.state = "starting"
         self.info: dict = {}
-        self.sessions: dict[int, SessionHandle] = {}
+        self.sessions: dict[int, SessionHandle] = {}  # until the server reports them gone
+        self.forked = 0
+        self.quota = 1   # it retires after forking this many sessions
         self.timer = None
+
+    @property
+    def running(self) -> bool:
+        """Its process is ours to talk to (its control socket is open)."""
+        return self.state in ("starting", "ready", "retired")
+
+    def describe(self) -> dict:
+        return {"pid": self.proc.pid, "state": "serving" if self.state == "ready" else self.state,
+                "sessions_forked": self.forked, "live_sessions": len(self.sessions)}
 
     def stderr_tail(self, n: int = 2000) -> str:
         try:
@@ -227,7 +262,7 @@ class SandboxPool:
     def __init__(self, config: PoolConfig | None = None, reactor: Reactor | None = None):
         self.config = config or PoolConfig()
         self.reactor = reactor or get_reactor()
-        self._zygote: _Zygote | None = None
+        self._servers: list[_Zygote] = []  # running fork servers, oldest first
         self._spares: collections.deque[SessionHandle] = collections.deque()
         self._waiters: collections.deque = collections.deque()
         self._spawning = 0
@@ -247,6 +282,7 @@ class SandboxPool:
         self._seccomp: str | None = None
         self._uids: UidPool | None = None
         self._nonces = random.Random(os.urandom(16))
+        self._random = random.Random(os.urandom(16))  # which server forks, which spare goes
         self._prepared = False
         self._parked: dict[str, collections.deque[SessionHandle]] = {}
         self._parked_count = 0
@@ -300,13 +336,29 @@ class SandboxPool:
         return fut.result(timeout)
 
     def wait_ready(self, timeout: float | None = None) -> dict:
-        """Start the fork server (if needed) and wait until it is ready; returns ``info()``."""
+        """Start the first fork server (if needed) and wait until it is ready (the others
+        start behind it); returns ``info()``."""
         handle = self.open_session().result(timeout)
         self.close_session(handle).result(timeout)
         return self.info()
 
+    def wait_all_servers(self, timeout: float = 300.0) -> dict:
+        """``wait_ready``, then wait until ``fork_servers`` servers serve (for measurements
+        and tests that need every server up); returns ``info()``."""
+        deadline = time.monotonic() + timeout
+        info = self.wait_ready(timeout)
+        while sum(s["state"] == "serving" for s in info["fork_servers"]) < \
+                self.config.fork_servers:
+            if time.monotonic() > deadline:
+                raise SandboxUnavailable(f"only {info['fork_servers']} of "
+                                         f"{self.config.fork_servers} fork servers serve after "
+                                         f"{timeout:g} s (last error: {self._last_error})")
+            time.sleep(0.05)
+            info = self.info()
+        return info
+
     def shutdown(self, timeout: float = 3.0) -> None:
-        """Stop the fork server and every session; idempotent."""
+        """Stop the fork servers and every session; idempotent."""
         if self._closed:
             return
         fut: cf.Future = cf.Future()
@@ -318,8 +370,7 @@ class SandboxPool:
                 self._shutdown()
         else:
             self._shutdown()
-        z, self._zygote = self._zygote, None
-        for proc in [*(z and [z.proc] or []), *self._corpses]:
+        for proc in list(self._corpses):
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -338,16 +389,25 @@ class SandboxPool:
             time.sleep(0.02)
 
     # ================================================================ reactor thread
+    @property
+    def _zygote(self) -> _Zygote | None:
+        """The newest ready fork server (else the newest running one, else None)."""
+        ready = [z for z in self._servers if z.state == "ready"]
+        return (ready or self._servers or [None])[-1]
+
     def _info(self) -> dict:
         z = self._zygote
         return {"isolation": z.mode if z else self._mode, "state": z.state if z else "stopped",
-                "fork_server": dict(z.info) if z else {}, "spares": len(self._spares),
+                "fork_server": dict(z.info) if z else {},
+                "fork_servers": [s.describe() for s in self._servers],
+                "spares": len(self._spares),
                 "live_sessions": self._live, "spawning": self._spawning,
                 "waiting": len(self._waiters), "failed_modes": dict(self._failed_modes),
                 "idle_templates": self._parked_count,
                 "counters": dict(self.counters), "config": {
                     "spares": self.config.target_spares,
-                    "max_sessions": self._cap},
+                    "max_sessions": self._cap, "fork_servers": self.config.fork_servers,
+                    "sessions_per_fork_server": self.config.sessions_per_fork_server},
                 "cgroups": self._cgroups is not None,
                 "seccomp": self._seccomp is not None and bool(z and z.info.get("seccomp")),
                 "session_uids": bool(self._uids and z and z.info.get("session_uids")),
@@ -356,27 +416,34 @@ class SandboxPool:
 
     # ---------------------------------------------------------------- opening
     def _open(self, fut: cf.Future, key: str | None = None) -> None:
-        """``key``: the limits of a stateless session (None: a stateful one)."""
+        """``key``: the limits of a stateless session (None: a stateful one).
+
+        Each open draws a ready fork server uniformly at random and takes one of its idle
+        templates with these limits (stateless), else one of its spares; only when it has
+        neither, any spare at random.  So consecutive episodes (stateless calls included,
+        which would otherwise reuse one template) land on servers drawn anew, each with its
+        own string-hash secret."""
         if not fut.set_running_or_notify_cancel():
             return
-        if key is not None and self._unpark(key, fut):
+        ready = self._ready_servers()
+        server = self._random.choice(ready) if ready else None
+        if key is not None and self._unpark(key, server, fut):
             return
         if self._closed:
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
             return
         while self._spares:
-            handle = self._spares.popleft()
+            handle = self._pick(self._spares, server, any_server=True)
             if handle.state == "ready":
                 handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
                 _resolve(fut, handle)
                 self._top_up()
                 return
-        if time.monotonic() < self._backoff_until:
+        if time.monotonic() < self._backoff_until and not self._ready_servers():
             _fail(fut, SandboxUnavailable(f"the sandbox is failing to start: {self._last_error}"))
             return
         timer = self.reactor.call_later(self.config.open_timeout_s, self._waiter_timeout, fut)
         self._waiters.append((fut, timer, key))
-        self._ensure_zygote()
         self._top_up()
 
     def _waiter_timeout(self, fut: cf.Future) -> None:
@@ -395,19 +462,32 @@ class SandboxPool:
                 handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
                 _resolve(fut, handle)
                 return
-        self._spares.append(handle)
+        if handle.zygote.state == "ready":
+            self._spares.append(handle)
+        else:  # its server retired: no session of it waits unused
+            self._close(handle, cf.Future())
+
+    def _ready_servers(self) -> list[_Zygote]:
+        return [z for z in self._servers if z.state == "ready"]
 
     def _top_up(self) -> None:
-        z = self._zygote
-        if z is None or z.state != "ready" or self._closed:
+        """Keep the fork servers and the spares (and the waiters' sessions) coming."""
+        if self._closed:
             return
-        want = len(self._waiters) + self.config.target_spares - len(self._spares) - self._spawning
-        room = self._cap - self._live
-        while room < want and self._parked_count:  # idle templates give their slots back
-            self._close(self._evict_parked(), cf.Future())
+        self._ensure_servers()
+        if not self._ready_servers():
+            return
+        while True:  # recounted each time: a spawn may retire or lose its server
+            want = (len(self._waiters) + self.config.target_spares - len(self._spares)
+                    - self._spawning)
             room = self._cap - self._live
-        for _ in range(max(0, min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning))):
-            self._spawn(z)
+            while room < want and self._parked_count:  # idle templates give their slots back
+                self._close(self._evict_parked(), cf.Future())
+                room = self._cap - self._live
+            ready = self._ready_servers()
+            if min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning) <= 0 or not ready:
+                return
+            self._spawn(self._random.choice(ready))
 
     def _spawn(self, z: _Zygote) -> None:
         sid = next(self._sids)
@@ -433,6 +513,9 @@ class SandboxPool:
         handle = SessionHandle(sid, z, host)
         handle.cgroup, handle.uid = cgroup, uid
         z.sessions[sid] = handle
+        z.forked += 1
+        if z.forked >= z.quota:
+            self._retire(z)
         self._spawning += 1
         self._live += 1
         self.counters["spawned"] += 1
@@ -822,17 +905,34 @@ class SandboxPool:
         if self._parked_count and not self._closed:
             self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
 
-    def _unpark(self, key: str, fut: cf.Future) -> bool:
+    def _unpark(self, key: str, server: _Zygote | None, fut: cf.Future) -> bool:
+        """Hand out one of ``server``'s templates parked with these limits (see ``_open``)."""
         parked = self._parked.get(key)
         while parked:
-            handle = parked.pop()
+            handle = self._pick(parked, server, any_server=False)
+            if handle is None:
+                return False
             handle.parked = False
             self._parked_count -= 1
-            if handle.state == "idle":
+            if handle.state == "idle" and handle.zygote.state == "ready":
                 _resolve(fut, handle)
                 return True
+            handle.fresh = False
             self._close(handle, cf.Future())
         return False
+
+    def _pick(self, handles: collections.deque, server: _Zygote | None,
+              any_server: bool) -> SessionHandle | None:
+        """Remove and return one of ``handles`` at random: one of ``server``'s where it has
+        any, else (``any_server``) any, else None.  The rest keep their order (parked
+        templates expire oldest first)."""
+        mine = [i for i, h in enumerate(handles) if h.zygote is server]
+        if not mine and not (any_server and handles):
+            return None
+        i = self._random.choice(mine) if mine else self._random.randrange(len(handles))
+        handle = handles[i]
+        del handles[i]
+        return handle
 
     def _evict_parked(self) -> SessionHandle:
         key = next(k for k, q in self._parked.items() if q)
@@ -879,7 +979,7 @@ class SandboxPool:
 
     def _check_exited(self, handle: SessionHandle) -> None:
         """A session we ended long ago was never reported gone: the fork server is hung."""
-        if handle.exit is None and handle.zygote.state == "ready":
+        if handle.exit is None and handle.zygote.state in ("ready", "retired"):
             self._zygote_died(handle.zygote, "the fork server stopped answering")
         self._settle_close(handle)
 
@@ -894,7 +994,7 @@ class SandboxPool:
         if handle.cgroup is not None and sig != "INT":
             handle.cgroup.cont()  # the keeper, if it could not be told apart, was stopped too
         z = handle.zygote
-        if z.state == "dead":
+        if not z.running:
             return
         try:
             z.ctrl.send(json.dumps({"op": "signal", "sid": handle.sid, "sig": sig}).encode())
@@ -910,16 +1010,60 @@ class SandboxPool:
         modes = [m for m in launcher.MODES if m != "bwrap" or launcher.bwrap_path()]
         return [m for m in modes if m not in self._failed_modes]
 
-    def _ensure_zygote(self) -> None:
-        if self._zygote is not None and self._zygote.state in ("starting", "ready"):
+    def _ensure_servers(self) -> None:
+        """Keep ``fork_servers`` servers serving, starting one at a time: the first when
+        someone waits for a session (the pool is ready with it), the others in the background
+        once one is ready, and a replacement for each that retires or dies (never while
+        backing off from failed starts)."""
+        if any(z.state == "starting" for z in self._servers):
             return
+        started = self._mode is not None  # a server of this pool was ready once
+        wanted = self.config.fork_servers if started else int(bool(self._waiters))
+        if len(self._ready_servers()) < wanted and time.monotonic() >= self._backoff_until:
+            self._start_server()
+
+    def _start_server(self) -> None:
+        """Launch a fork server in the first isolation mode that can (see ``_modes``)."""
         for mode in self._modes():
             try:
-                self._zygote = self._start_zygote(mode)
+                self._servers.append(self._start_zygote(mode))
                 return
             except Exception as e:  # noqa: BLE001 - a mode that cannot even launch
                 self._mode_failed(mode, f"{type(e).__name__}: {e}")
         self._give_up()
+
+    def _retire(self, z: _Zygote) -> None:
+        """``z`` forked its share of sessions: it forks no more and a replacement starts.
+        Its sessions in use run on; its spares and idle templates close (from the reactor
+        loop: this runs inside a spawn), as does a spare of it that becomes ready with
+        nobody waiting; it exits once its last session is gone."""
+        z.state = "retired"
+        self.counters["fork_servers_retired"] += 1
+
+        def close_unowned() -> None:
+            for handle in [h for h in self._spares if h.zygote is z]:
+                self._spares.remove(handle)
+                self._close(handle, cf.Future())
+            for handle in [h for h in z.sessions.values() if h.parked]:
+                self._forget_parked(handle)
+                handle.fresh = False
+                self._close(handle, cf.Future())
+            self._exit_if_done(z)
+            self._top_up()
+        self.reactor.call_soon(close_unowned)
+
+    def _exit_if_done(self, z: _Zygote) -> None:
+        """A retired server whose sessions are all gone: close its control socket, on which
+        it exits (it kills nothing: nothing of it is left)."""
+        if z.state != "retired" or z.sessions:
+            return
+        z.state = "exited"
+        self._servers.remove(z)
+        self.reactor.watch(z.ctrl, None)
+        z.ctrl.close()
+        z.errfile.close()
+        self._corpses.append(z.proc)
+        self.reactor.call_later(1.0, self._reap_corpses)
 
     def _prepare(self) -> None:
         """Once per pool: the cgroup subtree and the seccomp filter, or a warning saying what
@@ -970,6 +1114,10 @@ class SandboxPool:
             child.close()
         host.setblocking(False)
         z = _Zygote(mode, proc, host, errfile)
+        # Between M/2 and M (``sessions_per_fork_server``), at random: servers started
+        # together do not all retire at once (their replacements start one at a time).
+        m = self.config.sessions_per_fork_server
+        z.quota = self._random.randint((m + 1) // 2, m)
         self.reactor.watch(host, lambda: self._on_control(z))
         z.timer = self.reactor.call_later(self.config.start_timeout_s, self._start_timeout, z)
         self.counters["fork_server_starts"] += 1
@@ -996,7 +1144,7 @@ class SandboxPool:
             except ValueError:
                 continue
             self._on_control_message(z, msg)
-            if z.state == "dead":
+            if not z.running:
                 return
 
     def _on_control_message(self, z: _Zygote, msg: dict) -> None:
@@ -1006,28 +1154,38 @@ class SandboxPool:
             z.state, z.info = "ready", msg
             self._mode, self._start_failures, self._backoff_until = z.mode, 0, 0.0
             log.info("python sandbox ready: isolation=%s uid=%s", z.mode, msg.get("uid"))
-            if self._seccomp is not None and not msg.get("seccomp"):
-                self._degraded["seccomp"] = "the kernel refused the filter"
-                log.warning("python sandbox: sessions could not install the seccomp filter "
-                            "(kernel without seccomp filters?); see docs/sandbox.md")
-            if z.mode == "rlimits":
-                log.warning("python sandbox without namespaces (isolation=rlimits): code can "
-                            "read the host's files and reach the network%s; see docs/sandbox.md",
-                            ", and runs as root" if msg.get("uid") == 0 else "")
+            if len(self._ready_servers()) == 1:
+                self._warn_weakened(z)
             self._top_up()
         elif op == "failed":
             self._zygote_died(z, msg.get("error", "the fork server failed to start"))
-        elif op == "exited":
+        elif op in ("exited", "spawn_failed"):
             handle = z.sessions.pop(msg.get("sid"), None)
             if handle is not None:
-                handle.exit = msg
-                self._on_session_exit(handle)
-        elif op == "spawn_failed":
-            handle = z.sessions.pop(msg.get("sid"), None)
-            if handle is not None:
-                self._last_error = f"spawn failed: {msg.get('error')}"
-                self._drop_socket(handle)
-                self._mark_dead(handle, self._last_error)
+                self._on_gone(handle, msg)
+            self._exit_if_done(z)
+
+    def _warn_weakened(self, z: _Zygote) -> None:
+        """What the first ready server says that weakens the guarantees (see docs)."""
+        msg = z.info
+        if self._seccomp is not None and not msg.get("seccomp"):
+            self._degraded["seccomp"] = "the kernel refused the filter"
+            log.warning("python sandbox: sessions could not install the seccomp filter "
+                        "(kernel without seccomp filters?); see docs/sandbox.md")
+        if z.mode == "rlimits":
+            log.warning("python sandbox without namespaces (isolation=rlimits): code can "
+                        "read the host's files and reach the network%s; see docs/sandbox.md",
+                        ", and runs as root" if msg.get("uid") == 0 else "")
+
+    def _on_gone(self, handle: SessionHandle, msg: dict) -> None:
+        """The fork server reports a session's process gone (or never started)."""
+        if msg.get("op") == "exited":
+            handle.exit = msg
+            self._on_session_exit(handle)
+        else:
+            self._last_error = f"spawn failed: {msg.get('error')}"
+            self._drop_socket(handle)
+            self._mark_dead(handle, self._last_error)
 
     def _on_session_exit(self, handle: SessionHandle) -> None:
         for timer in (handle.hang_timer, handle.timer if handle.state == "closing" else None):
@@ -1062,10 +1220,12 @@ class SandboxPool:
         handle.uid = None
 
     def _zygote_died(self, z: _Zygote, reason: str) -> None:
-        if z.state == "dead":
+        """A fork server failed, crashed or hung: its sessions (only its) are lost."""
+        if not z.running:
             return
         was_starting = z.state == "starting"
         z.state = "dead"
+        self._servers.remove(z)
         if z.timer is not None:
             z.timer.cancel()
         self.reactor.watch(z.ctrl, None)
@@ -1074,8 +1234,6 @@ class SandboxPool:
             z.proc.kill()
         self._corpses.append(z.proc)
         self.reactor.call_later(1.0, self._reap_corpses)
-        if self._zygote is z:
-            self._zygote = None
         detail = f"{reason}; {z.stderr_tail().strip()}".strip("; ")
         z.errfile.close()
         self._last_error = detail
@@ -1086,8 +1244,7 @@ class SandboxPool:
         z.sessions.clear()
         if was_starting:
             self._mode_failed(z.mode, detail)
-        if self._waiters and not self._closed:
-            self._ensure_zygote()
+        self._top_up()  # a replacement (at once if someone waits), spares from the others
 
     def _session_lost(self, handle: SessionHandle, reason: str) -> None:
         """The fork server is gone: nobody can say how the session ended, so it is ours."""
@@ -1111,9 +1268,13 @@ class SandboxPool:
                 self._give_up()
 
     def _give_up(self) -> None:
+        """Starts keep failing: back off for a while, and fail the waiters unless a ready
+        server will serve them."""
         self._backoff_until = time.monotonic() + BACKOFF_S
         self._start_failures = 0
         self._failed_modes.clear()
+        if self._ready_servers():
+            return
         waiters, self._waiters = self._waiters, collections.deque()
         for fut, timer, _ in waiters:
             timer.cancel()
@@ -1130,8 +1291,8 @@ class SandboxPool:
             timer.cancel()
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
         self._waiters.clear()
-        z = self._zygote
-        if z is not None:
+        servers, self._servers = self._servers, []
+        for z in servers:
             for handle in list(z.sessions.values()):
                 if handle.cgroup is not None:
                     handle.cgroup.cont()  # stopped processes act on nothing but SIGKILL
@@ -1143,6 +1304,7 @@ class SandboxPool:
                 pass
             z.ctrl.close()  # the fork server kills every session and exits on EOF
             z.errfile.close()
+            self._corpses.append(z.proc)
         self._spares.clear()
 
 
@@ -1210,8 +1372,7 @@ def _forget_after_fork() -> None:
     global _POOLS_LOCK
     for pool in _POOLS.values():
         pool._closed = True
-        z = pool._zygote
-        if z is not None:
+        for z in pool._servers:
             for handle in z.sessions.values():
                 if handle.sock is not None:
                     handle.sock.close()
