@@ -203,13 +203,14 @@ async def cpu_per_call(tool: PythonTool, stateless: PythonTool, calls: int) -> d
 
 async def main(quick: bool) -> dict:
     backend = LocalBackend()
-    info = backend.pool.wait_ready(timeout=300)
+    info = backend.pool.wait_all_servers(timeout=300)  # steady state: every fork server up
     tool = PythonTool(backend=backend)
     stateless = PythonTool(backend=backend, stateful=False)
     load_before = os.getloadavg()
     result = {
         "machine": {"cpus": os.cpu_count(), "loadavg_1m_before": round(load_before[0], 2),
-                    "isolation": info["isolation"], "spares": info["config"]["spares"]},
+                    "isolation": info["isolation"], "spares": info["config"]["spares"],
+                    "fork_servers": len(info["fork_servers"])},
         "latency_ms": await latency(tool, 500 if quick else 3000),
         "throughput": await throughput(tool, 1.0 if quick else 3.0),
         "stateless": await throughput(stateless, 1.0 if quick else 3.0, STATELESS_LEVELS,

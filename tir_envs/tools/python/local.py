@@ -72,7 +72,8 @@ class LocalBackend(SandboxBackend):
     """Sessions from the process-wide local pool for these settings (see ``PoolConfig``).
 
     Every ``LocalBackend`` with equal settings shares one pool, so many envs (and threads,
-    and event loops) share one fork server and one set of warm spares.
+    and event loops) share its fork servers and one set of warm spares.  ``pool_options``:
+    the other ``PoolConfig`` fields, e.g. ``fork_servers`` and ``sessions_per_fork_server``.
     """
 
     name = "local"

@@ -105,8 +105,8 @@ class PoolConfig:
     * ``unresponsive_s``: a session we ended and the fork server never reported gone after
       this long means the fork server is hung: it is killed and restarted.
     * ``fork_servers``: fork servers kept serving, each with its own string-hash secret (two
-      episodes share one with probability about 1 / ``fork_servers``; each costs a process of
-      about 68 MB).
+      episodes share one with probability about 1 / ``fork_servers``; each server costs
+      about 52 MB of memory, PSS).
     * ``sessions_per_fork_server``: sessions a fork server forks before it retires (so one
       hash secret serves at most this many sessions; a new server costs about 0.45 s CPU).
     """
@@ -134,7 +134,7 @@ class PoolConfig:
         check_positive_int(max_sessions=self.max_sessions, allow_none=True)
         check_positive_int(disk_mb=self.disk_mb)
         check_positive_int(fork_servers=self.fork_servers, hint="1 or more: 1 shares one "
-                           "string-hash secret between all sessions, each more costs ~68 MB")
+                           "string-hash secret between all sessions, each more costs ~52 MB")
         check_positive_int(sessions_per_fork_server=self.sessions_per_fork_server,
                            hint="1 or more: sessions one fork server forks before it retires "
                            "(each retirement costs a new server, ~0.45 s CPU)")
