@@ -55,8 +55,8 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
     one_shot = PythonTool(backend=backend, stateful=False)
     try:
         backend.pool.wait_all_servers(timeout=180)
-        # the spares forked before all four served: take them, so that every spare
-        # handed out below comes from a server drawn among the four
+        # most spares were forked before all four served: hold 16 sessions, so that the
+        # spares are refilled by servers drawn among the four
         held = [open_session(tool) for _ in range(16)]
         for s in held:
             close_session(tool, s)
@@ -77,7 +77,6 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
         # one-shot calls too (without the draw they would reuse one template, one secret)
         shots = collections.Counter(call(one_shot, HASH).text for _ in range(40))
         assert len(shots) >= 3 and max(shots.values()) <= 28, shots
-        assert set(shots) <= set().union(*by_server.values())
     finally:
         backend.shutdown()
 
