@@ -6,9 +6,10 @@ that opening a session costs nothing, and shuts down at interpreter exit.
 
 Several fork servers serve one pool (``fork_servers``), each a process of its own and so with
 its own string-hash secret (which a forked interpreter cannot change): each spare is forked
-by a server chosen at random, sessions and idle templates are handed out at random, and a
-server retires after ``sessions_per_fork_server`` forks (it forks no more and exits once its
-last session is gone) while a replacement starts in the background.  The pool is ready with
+by a server chosen at random, each open draws a server at random, and a server retires once
+``sessions_per_fork_server`` of its sessions were opened (it forks no more, its unused
+sessions close, and it exits once its last session is gone) while a replacement starts in
+the background.  The pool is ready with
 its first server; the others start one at a time behind it (see docs/sandbox.md, "The
 string hash seed").
 
@@ -107,8 +108,9 @@ class PoolConfig:
     * ``fork_servers``: fork servers kept serving, each with its own string-hash secret (two
       episodes share one with probability about 1 / ``fork_servers``; each server costs
       about 52 MB of memory, PSS).
-    * ``sessions_per_fork_server``: sessions a fork server forks before it retires (so one
-      hash secret serves at most this many sessions; a new server costs about 0.45 s CPU).
+    * ``sessions_per_fork_server``: sessions of a fork server opened before it retires (so
+      one hash secret is in at most this many sessions; a new server costs about 0.45 s
+      CPU).
     """
 
     isolation: str = "auto"
@@ -136,7 +138,7 @@ class PoolConfig:
         check_positive_int(fork_servers=self.fork_servers, hint="1 or more: 1 shares one "
                            "string-hash secret between all sessions, each more costs ~52 MB")
         check_positive_int(sessions_per_fork_server=self.sessions_per_fork_server,
-                           hint="1 or more: sessions one fork server forks before it retires "
+                           hint="1 or more: sessions of one fork server opened before it retires "
                            "(each retirement costs a new server, ~0.45 s CPU)")
         if self.interrupt_grace_s < 0:
             raise ValueError(f"interrupt_grace_s must be >= 0, got {self.interrupt_grace_s!r}")
@@ -207,9 +209,9 @@ class SessionHandle:
 
 
 class _Zygote:
-    """One fork server.  ``state``: starting, ready (forks sessions), retired (forked its
-    share: forks no more, exits once its sessions are gone), exited (that happened) or dead
-    (it failed, crashed or the pool shut down)."""
+    """One fork server.  ``state``: starting, ready (forks sessions), retired (its share of
+    sessions was opened: forks no more, exits once its sessions are gone), exited (that
+    happened) or dead (it failed, crashed or the pool shut down)."""
 
     def __init__(self, mode: str, proc: subprocess.Popen, ctrl: socket.socket, errfile):
         self.mode = mode
@@ -220,7 +222,8 @@ class _Zygote:
         self.info: dict = {}
         self.sessions: dict[int, SessionHandle] = {}  # until the server reports them gone
         self.forked = 0
-        self.quota = 1   # it retires after forking this many sessions
+        self.opened = 0  # sessions of it handed to an opener (a template counts once)
+        self.quota = 1   # it retires once this many were
         self.timer = None
 
     @property
@@ -230,7 +233,8 @@ class _Zygote:
 
     def describe(self) -> dict:
         return {"pid": self.proc.pid, "state": "serving" if self.state == "ready" else self.state,
-                "sessions_forked": self.forked, "live_sessions": len(self.sessions)}
+                "sessions_forked": self.forked, "sessions_opened": self.opened,
+                "live_sessions": len(self.sessions)}
 
     def stderr_tail(self, n: int = 2000) -> str:
         try:
@@ -419,26 +423,24 @@ class SandboxPool:
         """``key``: the limits of a stateless session (None: a stateful one).
 
         Each open draws a ready fork server uniformly at random and takes one of its idle
-        templates with these limits (stateless), else one of its spares; only when it has
-        neither, any spare at random.  So consecutive episodes (stateless calls included,
-        which would otherwise reuse one template) land on servers drawn anew, each with its
-        own string-hash secret."""
+        templates with these limits (stateless), else one of its spares (which becomes its
+        template); only when it has neither, any such template, else any spare, at random.
+        So consecutive episodes (stateless calls included, which would otherwise reuse one
+        template) land on servers drawn anew, each with its own string-hash secret, and
+        one-shot calls made one after another settle on a template per server."""
         if not fut.set_running_or_notify_cancel():
             return
         ready = self._ready_servers()
         server = self._random.choice(ready) if ready else None
-        if key is not None and self._unpark(key, server, fut):
+        stateless = key is not None
+        if stateless and self._unpark(key, server, fut):
             return
         if self._closed:
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
             return
-        while self._spares:
-            handle = self._pick(self._spares, server, any_server=True)
-            if handle.state == "ready":
-                handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
-                _resolve(fut, handle)
-                self._top_up()
-                return
+        if (self._open_spare(fut, key, server) or (stateless and self._unpark(key, None, fut))
+                or self._open_spare(fut, key, None)):
+            return
         if time.monotonic() < self._backoff_until and not self._ready_servers():
             _fail(fut, SandboxUnavailable(f"the sandbox is failing to start: {self._last_error}"))
             return
@@ -453,19 +455,39 @@ class SandboxPool:
             f"({self._live} alive of max_sessions={self._cap}; "
             f"last error: {self._last_error or 'none'})"))
 
+    def _open_spare(self, fut: cf.Future, key: str | None, server: _Zygote | None) -> bool:
+        """Open a spare of ``server`` (None: of any server) for ``fut``, if there is one."""
+        while True:
+            handle = self._pick(self._spares, server)
+            if handle is None:
+                return False
+            if handle.state == "ready":
+                self._give(handle, fut, key)
+                self._top_up()
+                return True
+
     def _hand_out(self, handle: SessionHandle) -> None:
-        """A session just became ready: give it to the oldest waiter, or keep it spare."""
+        """A session just became ready: give it to the oldest waiter, or keep it spare (or
+        close it: its server retired meanwhile)."""
+        if handle.zygote.state != "ready":
+            self._close(handle, cf.Future())
+            return
         while self._waiters:
             fut, timer, key = self._waiters.popleft()
             timer.cancel()
             if not fut.done():
-                handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
-                _resolve(fut, handle)
+                self._give(handle, fut, key)
                 return
-        if handle.zygote.state == "ready":
-            self._spares.append(handle)
-        else:  # its server retired: no session of it waits unused
-            self._close(handle, cf.Future())
+        self._spares.append(handle)
+
+    def _give(self, handle: SessionHandle, fut: cf.Future, key: str | None) -> None:
+        """Open ``handle`` for a caller; its server retires once its share was opened."""
+        handle.state, handle.fresh, handle.key = "idle", key is not None, key or ""
+        _resolve(fut, handle)
+        z = handle.zygote
+        z.opened += 1
+        if z.opened >= z.quota and z.state == "ready":
+            self._retire(z)
 
     def _ready_servers(self) -> list[_Zygote]:
         return [z for z in self._servers if z.state == "ready"]
@@ -514,8 +536,6 @@ class SandboxPool:
         handle.cgroup, handle.uid = cgroup, uid
         z.sessions[sid] = handle
         z.forked += 1
-        if z.forked >= z.quota:
-            self._retire(z)
         self._spawning += 1
         self._live += 1
         self.counters["spawned"] += 1
@@ -906,10 +926,11 @@ class SandboxPool:
             self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self._expire_parked)
 
     def _unpark(self, key: str, server: _Zygote | None, fut: cf.Future) -> bool:
-        """Hand out one of ``server``'s templates parked with these limits (see ``_open``)."""
-        parked = self._parked.get(key)
-        while parked:
-            handle = self._pick(parked, server, any_server=False)
+        """Hand out one of ``server``'s (None: any server's) templates parked with these
+        limits (see ``_open``)."""
+        parked = self._parked.get(key, ())
+        while True:
+            handle = self._pick(parked, server)
             if handle is None:
                 return False
             handle.parked = False
@@ -919,17 +940,14 @@ class SandboxPool:
                 return True
             handle.fresh = False
             self._close(handle, cf.Future())
-        return False
 
-    def _pick(self, handles: collections.deque, server: _Zygote | None,
-              any_server: bool) -> SessionHandle | None:
-        """Remove and return one of ``handles`` at random: one of ``server``'s where it has
-        any, else (``any_server``) any, else None.  The rest keep their order (parked
-        templates expire oldest first)."""
-        mine = [i for i, h in enumerate(handles) if h.zygote is server]
-        if not mine and not (any_server and handles):
+    def _pick(self, handles: collections.deque, server: _Zygote | None) -> SessionHandle | None:
+        """Remove and return one of ``server``'s ``handles`` (None: any of them) at random,
+        or None.  The rest keep their order (parked templates expire oldest first)."""
+        mine = [i for i, h in enumerate(handles) if server is None or h.zygote is server]
+        if not mine:
             return None
-        i = self._random.choice(mine) if mine else self._random.randrange(len(handles))
+        i = self._random.choice(mine)
         handle = handles[i]
         del handles[i]
         return handle
@@ -1033,24 +1051,20 @@ class SandboxPool:
         self._give_up()
 
     def _retire(self, z: _Zygote) -> None:
-        """``z`` forked its share of sessions: it forks no more and a replacement starts.
-        Its sessions in use run on; its spares and idle templates close (from the reactor
-        loop: this runs inside a spawn), as does a spare of it that becomes ready with
-        nobody waiting; it exits once its last session is gone."""
+        """``z``'s share of sessions was opened: it forks no more and a replacement starts.
+        Its sessions in use run on; its spares and idle templates close now, as does a spare
+        of it that becomes ready later (no session of it is opened any more); it exits once
+        its last session is gone."""
         z.state = "retired"
         self.counters["fork_servers_retired"] += 1
-
-        def close_unowned() -> None:
-            for handle in [h for h in self._spares if h.zygote is z]:
-                self._spares.remove(handle)
-                self._close(handle, cf.Future())
-            for handle in [h for h in z.sessions.values() if h.parked]:
-                self._forget_parked(handle)
-                handle.fresh = False
-                self._close(handle, cf.Future())
-            self._exit_if_done(z)
-            self._top_up()
-        self.reactor.call_soon(close_unowned)
+        for handle in [h for h in self._spares if h.zygote is z]:
+            self._spares.remove(handle)
+            self._close(handle, cf.Future())
+        for handle in [h for h in z.sessions.values() if h.parked]:
+            self._forget_parked(handle)
+            handle.fresh = False
+            self._close(handle, cf.Future())
+        self._top_up()
 
     def _exit_if_done(self, z: _Zygote) -> None:
         """A retired server whose sessions are all gone: close its control socket, on which
@@ -1114,8 +1128,9 @@ class SandboxPool:
             child.close()
         host.setblocking(False)
         z = _Zygote(mode, proc, host, errfile)
-        # Between M/2 and M (``sessions_per_fork_server``), at random: servers started
-        # together do not all retire at once (their replacements start one at a time).
+        # Between M/2 and M (``sessions_per_fork_server``) opened sessions, at random:
+        # servers started together do not all retire at once (their replacements start
+        # one at a time).
         m = self.config.sessions_per_fork_server
         z.quota = self._random.randint((m + 1) // 2, m)
         self.reactor.watch(host, lambda: self._on_control(z))
