@@ -143,6 +143,7 @@ class _PendingCall:
     interrupted: bool = False
     reply: dict | None = None   # the latest valid result, until the host sees the cell over
     recheck: Any = None
+    deferred: bool = False      # the over-check was put off once, for the interpreter to block
     timer: Any = None
     started: float = field(default_factory=time.monotonic)
 
@@ -584,6 +585,13 @@ class SandboxPool:
             # the SIGSTOP, it can run no code of the model after it (a stop lands before any
             # return to user space), and no wait for the stop to land is needed.
             before = cgroup.interpreter_state(settle=False)
+            if before == "busy" and not run.deferred:
+                # Replies are read the moment they are written, usually before the interpreter
+                # has blocked for its next request.  Look again once this round's other events
+                # are handled (no wait): it has blocked by then, and no SIGSTOP must land first.
+                run.deferred = True
+                run.recheck = self.reactor.call_later(0, self._check_over, handle, run, delay)
+                return
             cgroup.stop()
             state = before if before in ("waiting", "unknown") else cgroup.interpreter_state()
             if state in ("busy", "unsettled"):
