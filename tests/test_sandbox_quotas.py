@@ -156,9 +156,11 @@ def test_host_descriptors_do_not_grow_with_children_or_retries(backend):
         assert call(tool, code, s).status == ToolStatus.OK
         for _ in range(20):
             assert call(tool, "1", s).status == ToolStatus.OK
-        assert len(os.listdir("/proc/self/fd")) <= before + 2
+        # 60 children pinned 60+ before issue 21; the slack is one spare refilled meanwhile
+        # (its socket and its three descriptors)
+        assert len(os.listdir("/proc/self/fd")) <= before + 4
         if s.handle.cgroup is not None:
-            assert s.handle.cgroup.descriptors() <= 2
+            assert s.handle.cgroup.descriptors() <= 3  # pidfd, /proc/<pid>/syscall, pids.current
     finally:
         close_session(tool, s)
 

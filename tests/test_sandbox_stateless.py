@@ -21,14 +21,16 @@ open('/tmp/left', 'w').write('secret')
 os.makedirs('/tmp/locked/inner')
 os.chmod('/tmp/locked', 0)
 libc = ctypes.CDLL(None, use_errno=True)
-shm = libc.shmget(0x7131, 4096, 0o1666)   # IPC_CREAT | 0666
-print('shm', shm >= 0)
+ipc = (libc.shmget(0x7131, 4096, 0o1666), libc.semget(0x7132, 1, 0o1666),  # IPC_CREAT|0666
+       libc.msgget(0x7133, 0o1666))
+print('shm', min(ipc) >= 0)
 """
 LOOK = """
 import os, math, json, ctypes
 libc = ctypes.CDLL(None, use_errno=True)
+ipc = (libc.shmget(0x7131, 4096, 0o666), libc.semget(0x7132, 1, 0o666), libc.msgget(0x7133, 0o666))
 print('x' in globals(), math.pi == 3, json.dumps is None, sorted(os.listdir('/tmp')),
-      libc.shmget(0x7131, 4096, 0o666) >= 0, oct(os.stat('/tmp').st_mode & 0o7777))
+      max(ipc) >= 0, oct(os.stat('/tmp').st_mode & 0o7777))
 """
 
 
@@ -98,3 +100,36 @@ def test_idle_templates_can_be_closed(backend):
     info = pool.info()
     assert info["idle_templates"] == 0 and info["live_sessions"] < live
     assert call(tool, "2").text == "2"  # a new template on demand
+
+
+REACH_TEMPLATE = """
+import os
+seen = []
+for path in ('/proc/1/mem', '/proc/1/environ', '/proc/1/fd', '/proc/1/fd/3', '/proc/1/map_files'):
+    try:
+        os.listdir(path) if path.endswith(('fd', 'files')) else open(path, 'rb').read(1)
+        seen.append(path)
+    except OSError:
+        pass
+print(seen)
+"""
+
+
+def test_a_cell_cannot_reach_its_template(backend):
+    """The template (pid 1 of the session's namespace, same uid as its cells) holds the host's
+    socket: a cell can neither read its memory or environment nor open its descriptors."""
+    tool = PythonTool(backend=backend, stateful=False)
+    r = call(tool, REACH_TEMPLATE)
+    assert r.status == ToolStatus.OK and r.text == "[]", r.text
+
+
+def test_ordinary_code_works_in_a_locked_down_cell(backend):
+    """What the lock-down must not break: subprocesses, forks and the cell's own /proc."""
+    tool = PythonTool(backend=backend, stateful=False)
+    code = ("import os, subprocess, sys, multiprocessing as mp\n"
+            "out = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True,"
+            " text=True).stdout.strip()\n"
+            "with mp.get_context('fork').Pool(2) as p:\n    sq = p.map(abs, [-1, -2])\n"
+            "print(out, sq, len(os.listdir('/proc/self/fd')) > 2)")
+    r = call(tool, code)
+    assert r.status == ToolStatus.OK and r.text == "42 [1, 2] True", r.text

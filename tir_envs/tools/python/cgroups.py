@@ -99,6 +99,7 @@ class SessionCgroup:
         self.interpreter = 0
         self._syscall_fd = -1     # the interpreter's /proc/<pid>/syscall, kept open
         self._interp_fd = -1      # the interpreter's pidfd, kept open
+        self._tasks_fd = -1       # the session's pids.current (threads included), kept open
         self._others = False      # stop() stopped processes other than the interpreter
 
     def join_fds(self) -> list[int]:
@@ -148,6 +149,11 @@ class SessionCgroup:
                 self._interp_fd = os.pidfd_open(self.interpreter)
             except (AttributeError, OSError):
                 self._interp_fd = -1
+        try:
+            self._tasks_fd = os.open(os.path.join(self.dirs["pids"], "pids.current"),
+                                     os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._tasks_fd = -1
         if self.interpreter and RECVFROM is not None:
             try:
                 self._syscall_fd = os.open(f"/proc/{self.interpreter}/syscall",
@@ -185,6 +191,13 @@ class SessionCgroup:
         frozen behind.  Host descriptors stay bounded whatever the session forks and however
         often this is retried: the interpreter's pidfd is kept for the session's life, any
         other process is signalled through a pidfd closed at once."""
+        if self._interp_fd >= 0 and self._tasks() == 2:
+            # Only the keeper and the interpreter's one thread: stopping the interpreter
+            # stops everything (a fork it started is undone by the pending stop, so a count
+            # still 2 after the signal means nothing else exists).  No cgroup.procs reads.
+            _pidfd_signal(self._interp_fd, signal.SIGSTOP)
+            if self._tasks() == 2:
+                return
         seen: set[int] = {self.keeper}
         for _ in range(STOP_ROUNDS):
             new = [p for p in self.pids() if p not in seen]
@@ -197,6 +210,13 @@ class SessionCgroup:
                     self._others = True
                     _signal_pid(pid, signal.SIGSTOP)
             seen.update(new)
+
+    def _tasks(self) -> int:
+        """Tasks (threads) in the session's pids cgroup, read afresh; -1 when unknown."""
+        try:
+            return int(os.pread(self._tasks_fd, 32, 0)) if self._tasks_fd >= 0 else -1
+        except (OSError, ValueError):
+            return -1
 
     def cont(self) -> None:
         """SIGCONT what ``stop`` stopped: the interpreter, and every other process of the
@@ -213,7 +233,7 @@ class SessionCgroup:
 
     def descriptors(self) -> int:
         """Host descriptors this session holds open (bounded: see ``stop``)."""
-        return (self._interp_fd >= 0) + (self._syscall_fd >= 0)
+        return (self._interp_fd >= 0) + (self._syscall_fd >= 0) + (self._tasks_fd >= 0)
 
     def max_memory_bytes(self) -> int:
         try:
@@ -228,9 +248,10 @@ class SessionCgroup:
         if self._interp_fd >= 0:
             os.close(self._interp_fd)
             self._interp_fd = -1
-        if self._syscall_fd >= 0:
-            os.close(self._syscall_fd)
-            self._syscall_fd = -1
+        for name in ("_syscall_fd", "_tasks_fd"):
+            if getattr(self, name) >= 0:
+                os.close(getattr(self, name))
+                setattr(self, name, -1)
         done = True
         for d in self.dirs.values():
             try:

@@ -72,6 +72,7 @@ EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this lo
 CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
 START_FAILURES_BEFORE_BACKOFF = 3
 BACKOFF_S = 10.0
+QUICK_LOOKS = 4          # loop rounds a reply waits for its interpreter to block, before a stop
 
 
 def default_spares() -> int:
@@ -165,6 +166,7 @@ class _PendingCall:
     interrupted: bool = False
     reply: dict | None = None   # the latest valid result, until the host sees the cell over
     recheck: Any = None
+    looks: int = 0              # quick looks at the interpreter before stopping it to look
     timer: Any = None
     started: float = field(default_factory=time.monotonic)
 
@@ -687,6 +689,14 @@ class SandboxPool:
             # the SIGSTOP, it can run no code of the model after it (a stop lands before any
             # return to user space), and no wait for the stop to land is needed.
             before = cgroup.interpreter_state(settle=False)
+            if before == "busy" and run.looks < QUICK_LOOKS:
+                # Replies are read the moment they are written, usually before the interpreter
+                # has blocked for its next request.  Look again once this round's other events
+                # are handled (no timer: epoll waits whole milliseconds): it has blocked by
+                # then, and no SIGSTOP had to land first.
+                run.looks += 1
+                run.recheck = self.reactor.call_later(0, self._check_over, handle, run, delay)
+                return
             cgroup.stop()
             state = before if before in ("waiting", "unknown") else cgroup.interpreter_state()
             if state in ("busy", "unsettled"):

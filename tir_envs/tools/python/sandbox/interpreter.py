@@ -269,6 +269,7 @@ def fresh_cell(interp: Interpreter, code: str, limit: int, nonce: int, context: 
     exactly one frame no larger than the host accepts (anything else reads as a crash)."""
     out = os.memfd_create("result", os.MFD_CLOEXEC)
     try:
+        context["arm"]()
         pid = jail.bare_fork()
         if pid == 0:
             _child_cell(interp, code, limit, nonce, out, context)

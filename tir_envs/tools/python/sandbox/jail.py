@@ -383,6 +383,45 @@ def collapse_huge_pages() -> int:
     return done
 
 
+_SYSV_IPC = ("shm", "sem", "msg")
+IPC_RMID = 0
+
+
+def remove_sysv_ipc() -> int | None:
+    """Remove every System V shared memory segment, semaphore set and message queue of this
+    process's IPC namespace (what a stateless cell left there: its template shares one
+    namespace with all its cells, so nothing of one cell may reach the next).  They are
+    listed by the session's own ``/proc/sysvipc``; removing needs no capability, since
+    every object is owned by the session's one uid.  Returns how many were removed, or
+    None when ``/proc/sysvipc`` cannot be read (the caller must not share the namespace)."""
+    libc = _libc()
+    removed = 0
+    for kind in _SYSV_IPC:
+        try:  # raw reads: a template pays each object it allocates in copy-on-write faults
+            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                rows = b"".join(iter(lambda: os.read(fd, 1 << 16), b"")).splitlines()[1:]
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+        for row in rows:
+            ident = int(row.split()[1])
+            if kind == "sem":
+                ret = libc.semctl(ident, 0, IPC_RMID)
+            else:
+                ret = getattr(libc, f"{kind}ctl")(ident, IPC_RMID, None)
+            removed += ret == 0
+    return removed
+
+
+def set_dumpable(flag: bool) -> None:
+    """A process that is not dumpable cannot be inspected or written through
+    ``/proc/<pid>/{mem,fd,environ,...}`` by anyone without ``CAP_SYS_PTRACE`` over it,
+    even by a process of the same uid (the kernel checks ptrace access)."""
+    prctl(PR_SET_DUMPABLE, int(flag))
+
+
 def set_oom_score_adj(value: int) -> None:
     """Make this process (and what it starts) the OOM killer's first choice."""
     try:

@@ -118,9 +118,17 @@ def _wait_for_exit(pid: int) -> None:
 
 class _CellJail:
     """How a session's interpreter locks itself down once its setup arrives, and, when it is
-    a stateless template, how each forked cell is locked down and everything it left is
-    removed.  The template itself never runs code of the model: it keeps its capabilities
-    (inside the session's own user namespace only) to clean up after each cell."""
+    a stateless template, how its forked cells are locked down and everything a cell left is
+    removed.  The template itself never runs code of the model.
+
+    A template *seals* itself at setup when it can: it installs the syscall filter, drops
+    every capability and becomes non-dumpable, so each cell it forks inherits the lock-down
+    for free (a fork, not a fork plus four lock-down steps).  Its cells then share its IPC
+    namespace, so after each cell it removes every System V IPC object as well as the files
+    (POSIX message queues, the other kind of IPC object, are denied by the filter).  Without
+    the filter, or without a ``/proc`` to list IPC objects, the template keeps its
+    capabilities (inside the session's user namespace only) and each cell locks itself down:
+    a new IPC namespace, no capabilities, a fresh keyring."""
 
     def __init__(self, zygote: "Zygote", namespaced: bool, workdir: str):
         self.zygote = zygote
@@ -130,6 +138,7 @@ class _CellJail:
         self.keep = {p.split("/")[2] for p in zygote.cfg.get("tmp_binds", []) if namespaced
                      and p.startswith("/tmp/")}  # read-only binds of the allow-list
         self.fresh = False
+        self.sealed = False
 
     def _seccomp(self) -> bool:
         if not self.zygote.seccomp:
@@ -141,30 +150,51 @@ class _CellJail:
             return False
 
     def prepare(self, fresh: bool) -> dict:
-        """At setup: a stateful session locks down now; a template leaves it to its cells."""
+        """At setup: a stateful session locks down now; a template seals itself if it can,
+        else leaves the lock-down to each cell."""
         self.fresh = fresh
         if fresh:
             if self.namespaced:
                 jail.empty_bounding_set()  # once, for every cell (the template never execs)
             else:
                 jail.set_child_subreaper()  # orphans of a cell come back here to be killed
-            return {"seccomp": bool(self.zygote.seccomp)}
+            self.sealed = self._seal()
+            return {"seccomp": bool(self.zygote.seccomp), "sealed": self.sealed}
         if self.namespaced:
             jail.drop_capabilities()
         return {"seccomp": self._seccomp()}
 
+    def _seal(self) -> bool:
+        """Lock the template down for all its cells (see the class docstring)."""
+        if self.namespaced and jail.remove_sysv_ipc() is None:
+            return False  # no /proc/sysvipc: each cell needs an IPC namespace of its own
+        if not self._seccomp():
+            return False
+        if self.namespaced:
+            jail.drop_capabilities(bounding=False)
+        jail.set_dumpable(False)  # its cells (same uid) cannot reach it through /proc
+        return True
+
+    def arm(self) -> None:
+        """In the template, right before a cell's fork: the random state the cell inherits
+        is fresh (reseeding here, where those pages are the template's own, spares the cell
+        the copy-on-write faults of numpy's and sympy's generators)."""
+        Zygote._reseed()
+
     def lock_down(self) -> None:
-        """In a stateless cell's child, before its code: own IPC namespace, no capabilities,
-        the syscall filter, fresh random state."""
+        """In a stateless cell's child, before its code, unless the template is sealed: own
+        IPC namespace, no capabilities, the syscall filter."""
+        if self.sealed:
+            return
         if self.namespaced:
             jail.unshare(jail.CLONE_NEWIPC)
             jail.drop_capabilities(bounding=False)
         if not self._seccomp():
             jail.join_fresh_keyring()
-        Zygote._reseed()
 
     def clean(self) -> None:
-        """After a stateless cell: kill every process it left, then empty its files."""
+        """After a stateless cell: kill every process it left, then empty its files (and,
+        sealed, its IPC objects)."""
         if self.namespaced:
             _signal_others_and_reap()
         else:
@@ -176,6 +206,8 @@ class _CellJail:
         _empty_dir(self.workdir, self.keep)
         if self.namespaced and os.path.isdir("/dev/shm"):
             _empty_dir("/dev/shm")
+        if self.sealed and self.namespaced:
+            jail.remove_sysv_ipc()
 
 
 def _signal_others_and_reap() -> None:
@@ -433,8 +465,8 @@ class Zygote:
             sock = socket.socket(fileno=3)
             cell = _CellJail(self, namespaced, workdir)
             interpreter.serve(sock, {"base_vm": self.base_vm, "info": info,
-                                     "prepare": cell.prepare, "lock_down": cell.lock_down,
-                                     "clean": cell.clean,
+                                     "prepare": cell.prepare, "arm": cell.arm,
+                                     "lock_down": cell.lock_down, "clean": cell.clean,
                                      "shared_nproc": self.mode == "rlimits",
                                      "stop_others": bool(self.cfg.get("stop_others"))
                                      and self.mode != "rlimits"})
