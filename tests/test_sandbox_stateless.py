@@ -10,7 +10,7 @@ import pytest
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
                                    call, marker, wait_gone)
 from tir_envs.tools.base import ToolStatus
-from tir_envs.tools.python import PythonTool
+from tir_envs.tools.python import LocalBackend, PythonTool, syscall_filter
 
 LEAVE = """
 import os, sys, math, json, ctypes
@@ -39,8 +39,7 @@ def backend(request):
     return backend_or_skip(request.param)
 
 
-def test_no_state_survives_a_call(backend):
-    tool = PythonTool(backend=backend, stateful=False)
+def _no_state_survives(tool: PythonTool) -> None:
     # What a fresh call sees: /tmp is empty but for allow-listed host paths that live under
     # /tmp (a checkout or virtualenv there is bound back read-only), so compare with that.
     fresh = call(tool, LOOK).text.strip()
@@ -53,6 +52,10 @@ def test_no_state_survives_a_call(backend):
     assert looked.text.strip() == fresh, looked.text
     again = call(tool, LOOK)  # /tmp's mode, changed by the last call, is back too
     assert again.text.strip() == fresh, again.text
+
+
+def test_no_state_survives_a_call(backend):
+    _no_state_survives(PythonTool(backend=backend, stateful=False))
 
 
 def test_nothing_keeps_running_after_a_call(backend):
@@ -133,3 +136,21 @@ def test_ordinary_code_works_in_a_locked_down_cell(backend):
             "print(out, sq, len(os.listdir('/proc/self/fd')) > 2)")
     r = call(tool, code)
     assert r.status == ToolStatus.OK and r.text == "42 [1, 2] True", r.text
+
+
+@pytest.mark.parametrize("mode", NAMESPACE_MODES)
+def test_without_a_syscall_filter_each_cell_locks_itself_down(mode, monkeypatch):
+    """A host without libseccomp: the template cannot seal itself, so each cell gets an IPC
+    namespace of its own and drops its capabilities; the guarantees hold the same."""
+    backend_or_skip(mode)
+    monkeypatch.setattr(syscall_filter, "cached_bpf", lambda: (None, "not on this host"))
+    own = LocalBackend(isolation=mode, spares=1, fork_servers=1, disk_mb=29)
+    try:
+        tool = PythonTool(backend=own, stateful=False)
+        status = call(tool, "print(open('/proc/self/status').read())").text
+        assert "Seccomp:\t0" in status and "CapEff:\t0000000000000000" in status, status
+        _no_state_survives(tool)
+        r = call(tool, REACH_TEMPLATE)
+        assert r.status == ToolStatus.OK and r.text == "[]", r.text
+    finally:
+        own.shutdown()

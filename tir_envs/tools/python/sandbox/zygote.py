@@ -121,14 +121,15 @@ class _CellJail:
     a stateless template, how its forked cells are locked down and everything a cell left is
     removed.  The template itself never runs code of the model.
 
-    A template *seals* itself at setup when it can: it installs the syscall filter, drops
-    every capability and becomes non-dumpable, so each cell it forks inherits the lock-down
-    for free (a fork, not a fork plus four lock-down steps).  Its cells then share its IPC
-    namespace, so after each cell it removes every System V IPC object as well as the files
-    (POSIX message queues, the other kind of IPC object, are denied by the filter).  Without
-    the filter, or without a ``/proc`` to list IPC objects, the template keeps its
-    capabilities (inside the session's user namespace only) and each cell locks itself down:
-    a new IPC namespace, no capabilities, a fresh keyring."""
+    A template is never dumpable (a cell of its uid cannot open its ``/proc`` entries), and
+    it *seals* itself at setup when it can: it installs the syscall filter and drops every
+    capability, so each cell it forks inherits the lock-down for free (a fork, not a fork
+    plus three lock-down steps).  Its cells then share its IPC namespace, so after each cell
+    it removes every System V IPC object as well as the files (POSIX message queues, the
+    other kind of IPC object, are denied by the filter).  Without the filter, or without a
+    ``/proc`` to list IPC objects, the template keeps its capabilities (inside the session's
+    user namespace only) and each cell locks itself down: a new IPC namespace, no
+    capabilities, a fresh keyring."""
 
     def __init__(self, zygote: "Zygote", namespaced: bool, workdir: str):
         self.zygote = zygote
@@ -154,6 +155,7 @@ class _CellJail:
         else leaves the lock-down to each cell."""
         self.fresh = fresh
         if fresh:
+            jail.set_dumpable(False)  # its cells (same uid) cannot reach it through /proc
             if self.namespaced:
                 jail.empty_bounding_set()  # once, for every cell (the template never execs)
             else:
@@ -172,7 +174,6 @@ class _CellJail:
             return False
         if self.namespaced:
             jail.drop_capabilities(bounding=False)
-        jail.set_dumpable(False)  # its cells (same uid) cannot reach it through /proc
         return True
 
     def arm(self) -> None:
