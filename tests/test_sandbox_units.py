@@ -234,3 +234,45 @@ def test_a_failing_backend_is_infra_error_never_an_exception():
     tool = PythonTool(backend=Broken())
     r = asyncio.run(tool.call({"code": "1"}, asyncio.run(tool.open_session())))
     assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+
+
+def test_awaitable_hands_over_results_errors_and_cancellation():
+    """The pool's futures seen from an event loop: results and errors arrive (many at once,
+    completed from another thread, in one wake-up), and cancelling the awaiting side cancels
+    the pool's future, as with asyncio.wrap_future."""
+    import asyncio
+    import concurrent.futures as cf
+    import threading
+
+    from tir_envs.tools.python.reactor import awaitable
+
+    async def main():
+        futs = [cf.Future() for _ in range(50)]
+        waiters = [awaitable(f) for f in futs]
+        bad, bad_waiter = cf.Future(), None
+        bad_waiter = awaitable(bad)
+
+        def complete():
+            for i, f in enumerate(futs):
+                f.set_result(i)
+            bad.set_exception(ValueError("boom"))
+        threading.Thread(target=complete).start()
+        assert await asyncio.gather(*waiters) == list(range(50))
+        with pytest.raises(ValueError, match="boom"):
+            await bad_waiter
+        pending = cf.Future()
+        waiter = awaitable(pending)
+        waiter.cancel()
+        await asyncio.sleep(0)
+        assert pending.cancelled()
+        done = cf.Future()
+        done.set_result("already")
+        assert await awaitable(done) == "already"
+
+    asyncio.run(main())
+    late = cf.Future()
+
+    async def leave_waiting():
+        awaitable(late)
+    asyncio.run(leave_waiting())
+    late.set_result(1)  # the loop is closed: completing must not raise in this thread

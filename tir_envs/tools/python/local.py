@@ -10,6 +10,7 @@ from tir_envs.tools.python.backend import SandboxBackend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.python.pool import PoolConfig, SandboxPool, SessionHandle, get_pool
+from tir_envs.tools.python.reactor import awaitable
 
 _SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 15: "SIGTERM",
             24: "SIGXCPU", 25: "SIGXFSZ", 8: "SIGFPE", 4: "SIGILL", 2: "SIGINT"}
@@ -93,14 +94,14 @@ class LocalBackend(SandboxBackend):
         return get_pool(self.config)
 
     async def open(self, limits: Limits, stateless: bool = False) -> SessionHandle:
-        return await asyncio.wrap_future(self.pool.open_session(
+        return await awaitable(self.pool.open_session(
             fresh=stateless, limits=limits.process_limits() if stateless else None))
 
     async def run(self, handle: SessionHandle, code: str, limits: Limits) -> Execution:
         fut = self.pool.run(handle, code, limits.process_limits(), limits.timeout_s,
                             limits.max_output_chars)
         try:
-            reply = await asyncio.wrap_future(fut)
+            reply = await awaitable(fut)
         except asyncio.CancelledError:
             self.pool.abandon(handle, fut)
             raise
@@ -109,7 +110,7 @@ class LocalBackend(SandboxBackend):
         return exe
 
     async def close(self, handle: SessionHandle) -> None:
-        await asyncio.wrap_future(self.pool.close_session(handle))
+        await awaitable(self.pool.close_session(handle))
 
     def describe(self) -> dict:
         return {"backend": self.name, "isolation": self.config.isolation}
