@@ -191,10 +191,14 @@ class SessionCgroup:
         frozen behind.  Host descriptors stay bounded whatever the session forks and however
         often this is retried: the interpreter's pidfd is kept for the session's life, any
         other process is signalled through a pidfd closed at once."""
-        if self._interp_fd >= 0 and self._tasks() == 2:
-            # Only the keeper and the interpreter's one thread: stopping the interpreter
-            # stops everything (a fork it started is undone by the pending stop, so a count
-            # still 2 after the signal means nothing else exists).  No cgroup.procs reads.
+        if self._interp_fd >= 0:
+            # Usually the session is the keeper and the interpreter's one thread: after the
+            # signal, a count of 2 means nothing else exists to stop (a fork that had not
+            # passed its signal check by then is restarted after the stop).  No listing of
+            # cgroup.procs.  A fork already past that check when the signal was sent may
+            # show up only later, as with the listing below: it is stopped by the next
+            # call's stop, and the interpreter is not seen waiting for its request until
+            # that fork has returned.
             _pidfd_signal(self._interp_fd, signal.SIGSTOP)
             if self._tasks() == 2:
                 return
