@@ -78,13 +78,18 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_dead(pid: int, timeout: float = 10.0) -> bool:
+def wait_until(predicate, timeout: float = 60.0) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` seconds pass (False)."""
     deadline = time.monotonic() + timeout
-    while alive(pid):
+    while not predicate():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def wait_dead(pid: int, timeout: float = 10.0) -> bool:
+    return wait_until(lambda: not alive(pid), timeout)
 
 
 def marker() -> str:

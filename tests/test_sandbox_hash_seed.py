@@ -15,20 +15,11 @@ import time
 import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, alive, backend_or_skip, call,
-                                   close_session, open_session, wait_dead)
+                                   close_session, open_session, wait_dead, wait_until)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool
 
 HASH = "hash('tir')"
-
-
-def wait_until(predicate, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def own(mode: str = "auto", **kw) -> LocalBackend:
