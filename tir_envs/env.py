@@ -517,7 +517,9 @@ class TIREnv(gym.Env):
         texts = self._result_texts(results, turn)
         action_text = self.state.actions[-1]
         body = self.protocol.observation(calls, texts, action_text, self.state)
-        ids = self.codec.encode(self._frame(body, action_text))
+        before, after = self._glue_around(action_text)
+        ids = self.codec.encode(before) + self.codec.encode_untrusted(body) + \
+            self.codec.encode(after)
         if len(ids) > self.max_obs_tokens:
             ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
             turn.notes.append(f"observation truncated: {dropped} tokens dropped")
@@ -528,16 +530,22 @@ class TIREnv(gym.Env):
         return ids
 
     def _frame(self, body: str, action_text: str) -> str:
-        """The observation text as appended: ``body`` inside the chat glue of an
+        """The observation text as appended (what a protocol sizes its body against)."""
+        before, after = self._glue_around(action_text)
+        return before + body + after
+
+    def _glue_around(self, action_text: str) -> tuple[str, str]:
+        """The env's own text around an observation body: the chat glue of an
         ``observation_role`` message (closing the assistant turn, opening the next one).  An
-        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated."""
+        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated.
+        Only this glue is encoded with added tokens; the body never is."""
         if not self._glue:
-            return body
+            return "", ""
         before, after = self._glue
         eos = self.codec.eos_text
         if eos and action_text.endswith(eos) and before.startswith(eos):
             before = before[len(eos):]
-        return before + body + after
+        return before, after
 
     def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
         """Result texts, with the exhaustion notice shown once where the budget ran out."""
