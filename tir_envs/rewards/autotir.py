@@ -124,7 +124,7 @@ class AutoTIRReward:
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
-            em, score = exact_match(text, golds), f1(text, golds)
+            em, score = exact_match(text, golds, task.question), f1(text, golds, task.question)
             return RewardResult(score, {"em": em, "f1": score}, correct=bool(em),
                                 answered=text is not None, answer=text)
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
