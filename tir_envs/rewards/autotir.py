@@ -4,7 +4,8 @@
 final action (``final_answer``: the boxed answer of its ``<answer>`` block; never tool output):
   * ``knowledge``: token F1 of the answer against the gold aliases;
   * ``math``: 1 if the boxed answer is equivalent to the gold (the project's Math-Verify grader);
-  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict);
+  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict), on
+    the whole visible response (``visible_response``), never only on a box inside it;
   * ``multiple_choice``: 1 if the one option letter chosen is the gold.
 ``r_act`` from the tools the policy invoked (calls of a known tool, executed or refused by the
 budget; unparseable calls are not invocations) against the task's ground-truth tool
@@ -58,8 +59,30 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     return (response or None) if domain == "instruction" else None
 
 
-def _instruction_response(actions: Sequence[str]) -> str:
-    return final_answer(actions, "instruction") or ""
+_MARKUP = re.compile(r"</?answer>")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _unbox(text: str) -> str:
+    """``text`` with each ``\\boxed{…}`` replaced by its contents, in place."""
+    while (m := _BOX.search(text)) is not None:
+        depth, end = 1, None
+        for i in range(m.end(), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        text = text[:m.start()] + (text[m.end():end] + text[end + 1:] if end is not None
+                                   else text[m.end():])
+    return text
+
+
+def visible_response(actions: Sequence[str]) -> str:
+    """What a reader of the final response sees, all of it: the response outside ``<think>``
+    with the protocol's markup (``<answer>`` tags, ``\\boxed{}`` wrappers) unwrapped in place.
+    Instructions are checked on this, never on a box inside it: a compliant box beside
+    text that breaks the instructions does not follow them."""
+    return _unbox(_MARKUP.sub("", final_response(actions))).strip()
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -93,7 +116,7 @@ class AutoTIRReward:
 
     def __post_init__(self) -> None:
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict", extract=_instruction_response)
+        self._ifeval = IFEvalReward("strict", extract=visible_response)
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
