@@ -110,7 +110,11 @@ PERTURBATIONS = [
     ("terminator and comment", "SELECT name FROM t WHERE grp = 'a'",
      "SELECT name FROM t WHERE grp = 'a'; -- done", True),
     # empty results: a match only with the same width
-    ("both empty", "SELECT name FROM t WHERE id > 100", "SELECT name FROM t WHERE 1 = 0", True),
+    # (issue 29: an empty gold is also checked on populated copies, tests/test_sql_witness.py)
+    ("both empty, question not read", "SELECT name FROM t WHERE id > 100",
+     "SELECT name FROM t WHERE 1 = 0", False),
+    ("both empty, same filter", "SELECT name FROM t WHERE id > 100",
+     "SELECT name FROM t WHERE 100 < id", True),
     ("both empty, other width", "SELECT name FROM t WHERE id > 100",
      "SELECT name, grp FROM t WHERE 1 = 0", False),
     ("gold empty, prediction not", "SELECT name FROM t WHERE id > 100",

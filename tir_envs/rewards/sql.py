@@ -11,8 +11,11 @@ Spider's execution-match convention, done as ``sql_compare`` describes:
   comment), in order, where rows tied on the ``ORDER BY`` keys may come in any order and,
   under ``LIMIT``, any of the tied rows may be the ones kept;
 * values normalised, floats within a tolerance;
-* both results empty: a match when they have the same number of columns (the prediction
-  returns the gold's result on this database), a miss otherwise.
+* both results empty: not yet a match (every query returning nothing would be one).  The
+  prediction must also return the gold's rows on populated copies of the database, one of
+  which gives the gold rows (``sql_witness``); where no copy can be built or none gives the
+  gold a row, the pair is ``unwitnessed``: the reward's ``correct`` is ``None`` (ungradable,
+  like a failing gold), never a match.
 
 A prediction with more than one statement is refused by the executor, as are writes; a
 prediction that fails, is refused, or runs past its time limit is a miss.  A gold query that
@@ -37,6 +40,7 @@ from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engi
 from tir_envs.tools.sql.executor import run_query
 from tir_envs.tools.sql.lexer import has_outer_order_by, strip_terminator
 from tir_envs.rewards.sql_ordering import with_sort_keys
+from tir_envs.rewards.sql_witness import witnesses
 from tir_envs.tools.sql.result import QueryResult
 
 if TYPE_CHECKING:
@@ -167,7 +171,7 @@ def gold_result(gold_sql: str, db: "str | os.PathLike | SQLDatabase", timeout_s:
 
 @dataclass
 class MatchResult:
-    """``status``: match | mismatch | error | timeout | refused."""
+    """``status``: match | mismatch | error | timeout | refused | unwitnessed."""
 
     correct: bool
     status: str
@@ -190,7 +194,24 @@ def match(pred_sql: str, gold_sql: str, db: "str | os.PathLike | SQLDatabase", *
         return MatchResult(False, result.status, result.error, gold_rows=len(gold.rows))
     rows = normalize_rows(result.rows)
     ok = not result.more_rows and gold.matches(rows, len(result.columns))
+    if ok and not gold.rows:
+        return _empty_match(pred_sql, gold_sql, database, timeout_s)
     return MatchResult(ok, "match" if ok else "mismatch", None, len(rows), len(gold.rows))
+
+
+def _empty_match(pred_sql: str, gold_sql: str, database: SQLDatabase,
+                 timeout_s: float) -> MatchResult:
+    """Both results empty: the verdict of the witness copies (module doc)."""
+    found = witnesses(str(database.path), strip_terminator(gold_sql))
+    verdict = None if found is None else found.check(pred_sql, strip_terminator(gold_sql),
+                                                      timeout_s)
+    if verdict is None:
+        return MatchResult(False, "unwitnessed", "the gold result is empty and no populated "
+                           "copy of the database gives it a row: ungradable")
+    if not verdict:
+        return MatchResult(False, "mismatch", details={"witness": "differs from the gold on a "
+                                                                  "populated copy"})
+    return MatchResult(True, "match", details={"witness": "matches on populated copies"})
 
 
 def execution_match(pred_sql: str, gold_sql: str, db: "str | os.PathLike | SQLDatabase", *,
@@ -236,7 +257,8 @@ class SQLReward:
     ``correct`` (``None`` when the gold itself failed), ``answered`` (a well-formed solution),
     ``answer`` (its SQL).  Components, all logged: ``format`` and its alias ``has_answer``,
     ``executed`` (the prediction ran), ``correct``, ``timeout``, ``gold_error`` (1 when the
-    gold failed: not the policy's fault).
+    gold failed: not the policy's fault), ``unwitnessed`` (1 when the gold's result is empty
+    and no populated copy gives it a row: ungradable, ``correct`` is ``None``).
 
     ``engine``, ``db_dir``, ``settings``, ``cache_dir``: as for ``SQLTool``; give both the same
     values so the reward runs on the engine the policy queried.  A plain synchronous call
@@ -281,6 +303,9 @@ class SQLReward:
             result = match(sql, task.answer, database, timeout_s=self.timeout_s)
         except GoldQueryError:
             parts["gold_error"] = 1.0
+            return RewardResult(self.wrong_score, parts, correct=None, answered=True, answer=sql)
+        if result.status == "unwitnessed":
+            parts["unwitnessed"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True, answer=sql)
         parts["executed"] = float(result.status in ("match", "mismatch"))
         parts["timeout"] = float(result.status == "timeout")
