@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.trajectory import Trajectory
 
