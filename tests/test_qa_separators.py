@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tir_envs.data.qa import QA_SETS, load_qa
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.qa import QAReward, exact_match, f1, rivals
 from tir_envs.trajectory import Trajectory

@@ -10,7 +10,7 @@ import pytest
 
 from tests.sql_helpers import make_sqlite, sha256
 from tir_envs.data.spider import load_spider
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.rewards.sql import SQLReward, gold_result, match, task_database
 from tir_envs.rewards.sql_witness import witnesses
 from tir_envs.trajectory import Trajectory
