@@ -23,8 +23,9 @@ letters, digits, combining marks, single spaces, and the in-name punctuation jud
 rule (apostrophes, commas, periods after an initial or abbreviation, hyphens inside a word,
 ``&``, ``/``).  Every other character separates unless a gold alias holds it: tabs, line and
 paragraph separators, doubled spaces, arrows, ``+``, ``|``, dashes, brackets, quotes, CJK
-punctuation.  Words that join candidates (or, and, vs, versus, nor, plus, rather than, ...)
-separate unless a gold alias holds them.  On a comparison question ("Who is older, Annie Morton
+punctuation; and so does every letter of a script no gold alias is written in (``41 或 42``).
+Words that join candidates (or, and, vs, versus, nor, plus, rather than, 或, ...) separate
+unless a gold alias holds them.  On a comparison question ("Who is older, Annie Morton
 or Terry Richardson?") the other option is a candidate wherever the answer names it, even
 joined by a plain space ("Terry Richardson Annie Morton"): ``rivals`` finds it in the question.
 """
@@ -77,7 +78,7 @@ _SEPARATORS = {
                      r"|\s*(?:\\lor|\\vee|∨)(?![A-Za-z])\s*", re.IGNORECASE),
     "and": re.compile(r"\s+(?:and|&)\s+", re.IGNORECASE),
     "versus": re.compile(r"\s+(?:vs\.?|v\.|versus|nor|plus|but|as well as|rather than"
-                         r"|instead of|then)\s+", re.IGNORECASE),
+                         r"|instead of|then|或者?|还是|和|与|及|または|と|또는)\s+", re.IGNORECASE),
     "comma": re.compile(r",(?!\d{3}(?!\d))(?<!\b\d,(?=\s*\d{4}\b))(?<!\b\d\d,(?=\s*\d{4}\b))"),
     "slash": re.compile(r"(?<!\d)\s*/\s*(?!\d)|\s+/\s+"),
     "semicolon": re.compile(r";"),
@@ -102,14 +103,30 @@ def _separates(ch: str) -> bool:
     return not (ch.isalnum() or unicodedata.category(ch).startswith("M"))
 
 
+def _script(ch: str) -> str:
+    """The writing system of a letter, by its Unicode name (LATIN, CYRILLIC, CJK, ...)."""
+    return unicodedata.name(ch, "?").split(" ")[0]
+
+
 def _split_symbols(text: str, allowed: set[str]) -> list[str]:
-    """``text`` cut at every separating character no gold alias holds."""
-    parts, start = [], 0
-    for i, ch in enumerate(text):
+    """``text`` cut at every separating character no gold alias holds, and around every run
+    of letters of a script no gold alias is written in (``41 或 42``: a joining word of
+    another script is a candidate of its own)."""
+    scripts = {_script(c) for c in allowed if c.isalpha()} or {"LATIN"}
+    parts, current, foreign = [], [], False
+    for ch in text:
         if ch not in allowed and _separates(ch):
-            parts.append(text[start:i])
-            start = i + 1
-    return parts + [text[start:]]
+            parts.append("".join(current))
+            current, foreign = [], False
+            continue
+        other = ch.isalpha() and ch not in allowed and _script(ch) not in scripts
+        if current and ch.isalpha() and other != foreign:
+            parts.append("".join(current))
+            current = []
+        if ch.isalpha():
+            foreign = other
+        current.append(ch)
+    return parts + ["".join(current)]
 
 
 def candidates(prediction: str, golds: str | Iterable[str]) -> list[str]:
