@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tir_envs.tools.python.sandbox.interpreter import parse_source
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tir_envs", "benchmarks", "trainers")
 
@@ -61,7 +63,7 @@ def imports_of(path: Path, text: str | None = None) -> set[str]:
     package = here if path.name == "__init__.py" else here[:-1]
     found = set()
     source = path.read_text() if text is None else text
-    for node in ast.walk(ast.parse(source, str(path))):
+    for node in ast.walk(parse_source(source, str(path))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -201,7 +203,7 @@ def test_library_loads_no_top_level_package_by_name():
     never ``importlib.import_module("benchmarks.cli")`` or an entry-point string."""
     named = [f"{path.relative_to(ROOT)}: {node.value!r}"
              for path in source_files() if module_name(path).startswith("tir_envs")
-             for node in ast.walk(ast.parse(path.read_text()))
+             for node in ast.walk(parse_source(path.read_text()))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and _MODULE_STRING.match(node.value)]
     assert named == []
