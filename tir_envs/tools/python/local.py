@@ -106,7 +106,7 @@ class LocalBackend(SandboxBackend):
             self.pool.abandon(handle, fut)
             raise
         exe = execution_from_reply(reply, limits)
-        exe.details["isolation"] = handle.zygote.mode
+        exe.details["isolation"] = handle.fork_server.mode
         return exe
 
     async def close(self, handle: SessionHandle) -> None:
