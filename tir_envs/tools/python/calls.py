@@ -172,6 +172,8 @@ class SessionCalls:
                 return
             cgroup.stop()
             state = before if before in ("waiting", "unknown") else cgroup.interpreter_state()
+            if state == "waiting" and before != "waiting":
+                cgroup.stop()  # a fork it began before its stop landed is counted now
             if state in ("busy", "unsettled"):
                 self.counters[f"results_while_{state}"] += 1
                 if state == "busy":  # not over: let it run on (the deadline still holds)

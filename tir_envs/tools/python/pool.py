@@ -217,6 +217,7 @@ class SandboxPool(SessionCalls):
                     "max_sessions": self._cap, "fork_servers": self.config.fork_servers,
                     "sessions_per_fork_server": self.config.sessions_per_fork_server},
                 "cgroups": guard.cgroups is not None,
+                "freezer": bool(guard.cgroups and guard.cgroups.freezer),
                 "seccomp": guard.seccomp is not None and bool(z and z.info.get("seccomp")),
                 "session_uids": bool(guard.uids and z and z.info.get("session_uids")),
                 "uids_in_use": len(guard.uids.in_use) if guard.uids else 0,

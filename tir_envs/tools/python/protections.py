@@ -15,7 +15,8 @@ from tir_envs.tools.python.uids import UidPool
 
 log = logging.getLogger("tir_envs.sandbox")
 
-_WITHOUT = {"cgroups": "per-session cgroups", "uids": "a host uid per session",
+_WITHOUT = {"cgroups": "per-session cgroups", "freezer": "the cgroup freezer",
+            "uids": "a host uid per session",
             "seccomp": "a seccomp filter"}
 
 
@@ -39,6 +40,10 @@ class Protections:
         self._degrade("cgroups", why, "memory is limited per process (RLIMIT_AS) only, kernel "
                       "memory (memfd, tmpfs, pipes) is not counted, and only child processes "
                       "(not threads) are stopped between calls")
+        if self.cgroups is not None and not self.cgroups.freezer:
+            self._degrade("freezer", "no writable cgroup v1 freezer hierarchy", "a session is "
+                          "stopped between calls by signals alone, which a process that forks "
+                          "continuously can outrun")
         self.uids, why = UidPool.create()
         self._degrade("uids", why, "per-user kernel quotas (descriptors in flight, pipe "
                       "buffers, inotify) are shared by all sessions")
