@@ -4,7 +4,11 @@ reactor thread: the pool owns the sessions, this is the code that drives one cal
 
 Trust: a reply is data from untrusted code.  It is bounded (frame cap from the output limit),
 parsed without recursion, must carry the nonce of its request, and cannot choose a host
-status: ``timeout`` counts only when the host interrupted the cell.  A result ends a call only
+status: ``timeout`` counts only when the host interrupted the cell.  What one call may cost
+the host is bounded (``CallBudget``: frames, bytes, the reactor's CPU): past it the host
+reads nothing more from the session and the call ends at its deadline as ``flood``
+(``killed``), so no session can stall the one reactor thread that serves all, nor make the
+host restart sessions faster than one per call deadline.  A result ends a call only
 once the session is stopped (``cgroups.SessionCgroup.stop``) and the kernel shows the
 interpreter waiting for its next request (``_check_over``): a frame the code wrote while its
 cell runs ends nothing, and nothing of a session runs outside a call's deadline.
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from tir_envs.tools.python.fork_servers import ForkServerState
@@ -25,6 +31,30 @@ from tir_envs.tools.python.session import (BUSY, ENDED, MAX_HELLO, PendingCall, 
 S = SessionState
 EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
 QUICK_LOOKS = 4          # loop rounds a reply waits for its interpreter to block, before a stop
+
+
+@dataclass(frozen=True)
+class CallBudget:
+    """What one call may send the host and cost it.  The interpreter sends one result frame
+    per call, whose decoding and the stop around it take well under a millisecond of the
+    reactor thread; anything near these bounds was written by the code itself."""
+
+    frames: int = 8              # result frames read during one call
+    frame_caps: int = 2          # bytes read, in result frame caps (``result_frame_cap``)
+    host_cpu_s: float = 0.25     # the reactor's CPU for its frames and stops
+
+    def exceeded(self, run: PendingCall) -> str | None:
+        """Why ``run`` is over its budget, or None."""
+        if run.frames > self.frames:
+            return f"more than {self.frames} frames"
+        if run.bytes_in > self.frame_caps * protocol.result_frame_cap(run.max_chars):
+            return f"more than {self.frame_caps} result frames' worth of bytes"
+        if run.host_cpu_s > self.host_cpu_s:
+            return f"more than {self.host_cpu_s * 1000:g} ms of the host's CPU"
+        return None
+
+
+BUDGET = CallBudget()
 
 
 def resolve(fut: cf.Future, value: Any) -> None:
@@ -131,6 +161,12 @@ class SessionCalls:
     def _on_deadline(self, handle: SessionHandle, run: PendingCall) -> None:
         if handle.run is not run:
             return
+        if run.over_budget is not None:
+            handle.run = None
+            resolve(run.future, {"kind": "flood", "lost": True, "error": f"the session "
+                                 f"sent the host {run.over_budget} in one call"})
+            self._kill(handle, f"over the call budget: {run.over_budget}")
+            return
         grace = self.config.interrupt_grace_s
         if not run.interrupted and grace > 0:
             run.interrupted = True
@@ -154,8 +190,16 @@ class SessionCalls:
 
     def _check_over(self, handle: SessionHandle, run: PendingCall, delay: float) -> None:
         run.recheck = None
-        if handle.run is not run:
+        if handle.run is not run or run.over_budget is not None:
             return
+        started = time.thread_time()
+        try:
+            self._look(handle, run, delay)
+        finally:
+            self._charge(handle, run, time.thread_time() - started)
+
+    def _look(self, handle: SessionHandle, run: PendingCall, delay: float) -> None:
+        """Whether the cell is over: if so, answer; if not, look again later."""
         cgroup = handle.cgroup
         if cgroup is not None:
             # Usually the interpreter already waits when its result is read: seen so before
@@ -228,15 +272,35 @@ class SessionCalls:
                 n = sock.send(handle.out)
                 del handle.out[:n]
         except BlockingIOError:
-            self.reactor.watch(sock, lambda: self._on_readable(handle),
-                               lambda: self._flush(handle))
+            self.reactor.watch(sock, self._reader(handle), lambda: self._flush(handle))
             return
         except OSError:
             self._on_eof(handle)
             return
-        self.reactor.watch(sock, lambda: self._on_readable(handle))
+        self.reactor.watch(sock, self._reader(handle))
+
+    def _reader(self, handle: SessionHandle):
+        """The read callback of ``handle``'s socket: none once its call is over budget (a
+        level-triggered selector would call it for the unread bytes in every loop round)."""
+        run = handle.run
+        if run is not None and run.over_budget is not None:
+            return None
+        return lambda: self._on_readable(handle)
 
     def _on_readable(self, handle: SessionHandle) -> None:
+        run = handle.run
+        if run is None:
+            self._read(handle)
+            return
+        if run.over_budget is not None:
+            return
+        started = time.thread_time()
+        try:
+            self._read(handle, run)
+        finally:
+            self._charge(handle, run, time.thread_time() - started)
+
+    def _read(self, handle: SessionHandle, run: PendingCall | None = None) -> None:
         sock = handle.sock
         if sock is None:
             return
@@ -250,6 +314,8 @@ class SessionCalls:
             self._on_eof(handle)
             return
         handle.decoder.push(data)
+        if run is not None:
+            run.bytes_in += len(data)
         while handle.sock is not None:  # each frame checked against the cap of the state
             try:                        # the previous one led to
                 body = handle.decoder.pop()
@@ -258,7 +324,30 @@ class SessionCalls:
                 return
             if body is None:
                 return
+            if run is not None and handle.run is run:
+                run.frames += 1
+                if BUDGET.exceeded(run):
+                    return  # ended by ``_charge``, whatever else the buffer holds
             self._on_frame(handle, body)
+
+    def _charge(self, handle: SessionHandle, run: PendingCall, cpu_s: float) -> None:
+        """Count the reactor's CPU against the call.  Past its budget the host reads nothing
+        more from the session (its writers block on a full socket, costing nobody anything)
+        and the call ends at its deadline (``_on_deadline``: ``flood``, the model's outcome),
+        so a flooding episode gets one new session per call deadline at most."""
+        run.host_cpu_s += cpu_s
+        if handle.run is not run or run.over_budget is not None:
+            return
+        why = BUDGET.exceeded(run)
+        if why is None:
+            return
+        self.counters["calls_over_budget"] += 1
+        run.over_budget = why
+        if run.recheck is not None:
+            run.recheck.cancel()
+            run.recheck = None
+        if handle.sock is not None:
+            self.reactor.watch(handle.sock, None)
 
     def _on_frame(self, handle: SessionHandle, body: bytes) -> None:
         """One frame body from a session, validated before anything believes it."""

@@ -63,6 +63,9 @@ def execution_from_reply(reply: dict, limits: Limits) -> Execution:
                                      lost_state=True, **details)
         return Execution.failure(ToolStatus.KILLED, _death_message(reply), lost_state=True,
                                  **details)
+    if kind == "flood":
+        return Execution.failure(ToolStatus.KILLED, "Killed: the code flooded the sandbox's "
+                                 f"host ({reply.get('error')}).", lost_state=True)
     if kind == "protocol":
         return Execution.failure(ToolStatus.KILLED, "Killed: the interpreter sent a malformed "
                                  "reply (the code tampered with the sandbox).", lost_state=True)

@@ -78,6 +78,10 @@ class PendingCall:
     looks: int = 0              # quick looks at the interpreter before stopping it to look
     timer: Any = None
     started: float = field(default_factory=time.monotonic)
+    frames: int = 0             # what the session sent the host during this call ...
+    bytes_in: int = 0
+    host_cpu_s: float = 0.0     # ... and the reactor's CPU it cost (see calls.CallBudget)
+    over_budget: str | None = None  # why the host stopped reading it (ends at its deadline)
 
 
 class SessionHandle:
