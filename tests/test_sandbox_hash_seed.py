@@ -35,10 +35,10 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
     """40 episodes one after another with 4 fork servers: the secret an episode reads off
     ``hash()`` is, most of the time, not the next one's.
 
-    Not flaky: each open draws its server uniformly among the 4 ready ones and takes one of
-    its spares; only when that server has none (16 spares spread at random over 4 servers,
-    about (3/4)^15 = 1.3%) does it take another's.  So an episode lands on a given server
-    with probability p <= 0.26, independently of the secrets.  P(some server takes more than
+    Not flaky: each open draws its server uniformly among the 4 ready ones and is served by
+    that server only (one of its spares, else its next session; before issue 29 another
+    server's spare when it had none, about (3/4)^15 = 1.3% of opens).  So an episode lands on
+    a given server with probability p = 1/4 (<= 0.26 before), independently of the secrets.  P(some server takes more than
     28 of 40, i.e. over 70%) <= 4 * P(Binomial(40, 0.26) >= 29) = 4.2e-9, and P(fewer than 3
     distinct secrets) <= C(4, 2) * 0.52^40 = 2.6e-11."""
     backend = own(mode, spares=16, fork_servers=4)

@@ -71,6 +71,7 @@ class ForkServer:
         self.forked = 0
         self.opened = 0  # sessions of it handed to an opener (a template counts once)
         self.quota = 1   # it retires once this many were
+        self.spawning = 0  # sessions forked that have not said hello yet
         self.timer = None
 
     @property
@@ -139,6 +140,10 @@ class ForkServerFleet:
         self.backoff_until = 0.0
         self.last_error = ""
         self.corpses: list[subprocess.Popen] = []
+        # Until ``fork_servers`` serve at once for the first time, the pool hands out no
+        # session (a new pool's first episodes would all share the first server's secret);
+        # also set once a later start fails, so that a host that cannot run them all serves.
+        self.complete = False
 
     # ---------------------------------------------------------------- queries
     def ready(self) -> list[ForkServer]:
@@ -154,15 +159,19 @@ class ForkServerFleet:
 
     # ---------------------------------------------------------------- starting
     def ensure(self, someone_waits: bool) -> None:
-        """Keep ``fork_servers`` servers serving, starting one at a time: the first when
-        someone waits for a session (the pool is ready with it), the others in the background
-        once one is ready, and a replacement for each that retires or dies (never while
-        backing off from failed starts)."""
-        if any(z.state is F.STARTING for z in self.servers):
+        """Keep ``fork_servers`` servers serving: the first when someone waits for a
+        session (it picks the isolation mode), then all the others at once (the pool serves
+        once they all do), later a replacement for each that retires or dies, one at a time
+        in the background (never while backing off from failed starts)."""
+        if time.monotonic() < self.backoff_until:
             return
-        started = self.mode is not None  # a server of this pool was ready once
-        wanted = self.config.fork_servers if started else int(someone_waits)
-        if len(self.ready()) < wanted and time.monotonic() >= self.backoff_until:
+        starting = sum(z.state is F.STARTING for z in self.servers)
+        if self.mode is None:  # no server of this pool was ready yet
+            if not starting and someone_waits:
+                self._start_any()
+            return
+        missing = self.config.fork_servers - len(self.ready()) - starting
+        for _ in range(missing if not self.complete else int(missing > 0 and not starting)):
             self._start_any()
 
     def _modes(self) -> list[str]:
@@ -244,6 +253,8 @@ class ForkServerFleet:
             z.move(F.READY)
             z.info = msg
             self.mode, self.start_failures, self.backoff_until = z.mode, 0, 0.0
+            if len(self.ready()) >= self.config.fork_servers:
+                self.complete = True
             log.info("python sandbox ready: isolation=%s uid=%s", z.mode, msg.get("uid"))
             self.owner.server_ready(z, first=len(self.ready()) == 1)
         elif op == Op.FAILED:
@@ -315,6 +326,8 @@ class ForkServerFleet:
     def _mode_failed(self, mode: str, why: str) -> None:
         log.warning("python sandbox: isolation %r unavailable: %s", mode, why)
         self.last_error = why
+        if self.mode is not None:
+            self.complete = True  # a later start failed: serve with the servers there are
         if self.config.isolation == "auto" and self.mode is None:
             self.failed_modes[mode] = why
         else:

@@ -46,6 +46,8 @@ import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from tir_envs.tools.base import SandboxUnavailable
 from tir_envs.tools.python.calls import SessionCalls, resolve
@@ -66,6 +68,16 @@ log = logging.getLogger("tir_envs.sandbox")
 S = SessionState
 MAX_INFLIGHT_SPAWNS = 8
 CLOSE_WAIT_S = 5.0       # a close resolves after this even without the exit confirmation
+
+
+@dataclass(eq=False)
+class Waiter:
+    """An open waiting for a session of ``server`` (None: not drawn yet, see ``_open``)."""
+
+    future: cf.Future
+    timer: Any
+    key: str | None
+    server: ForkServer | None
 
 
 def _fail(fut: cf.Future, exc: BaseException) -> None:
@@ -144,8 +156,8 @@ class SandboxPool(SessionCalls):
         return fut.result(timeout)
 
     def wait_ready(self, timeout: float | None = None) -> dict:
-        """Start the first fork server (if needed) and wait until it is ready (the others
-        start behind it); returns ``info()``."""
+        """Start the fork servers (if needed) and wait until the pool serves (its first
+        ``fork_servers`` servers all ready); returns ``info()``."""
         handle = self.open_session().result(timeout)
         self.close_session(handle).result(timeout)
         return self.info()
@@ -227,42 +239,65 @@ class SandboxPool(SessionCalls):
     def _open(self, fut: cf.Future, key: str | None = None) -> None:
         """``key``: the limits of a stateless session (None: a stateful one).
 
-        Each open draws a ready fork server uniformly at random and takes one of its idle
-        templates with these limits (stateless), else one of its spares (which becomes its
-        template); only when it has neither, any such template, else any spare, at random.
-        So consecutive episodes (stateless calls included, which would otherwise reuse one
-        template) land on servers drawn anew, each with its own string-hash secret, and
-        one-shot calls made one after another settle on a template per server."""
+        Each open draws a fork server uniformly at random among the ``fork_servers`` ready
+        ones and is served by that server only: one of its idle templates with these limits
+        (stateless), else one of its spares (which becomes its template), else its next new
+        session.  So two episodes (stateless calls included, which would otherwise reuse one
+        template) share a server, and its string-hash secret, with probability 1/K, and
+        one-shot calls made one after another settle on a template per server.  Until the
+        pool's first K servers all serve, opens wait (undrawn): a new pool's first batch is
+        spread like any later one."""
         if not fut.set_running_or_notify_cancel():
             return
-        ready = self.fleet.ready()
-        server = self._random.choice(ready) if ready else None
-        stateless = key is not None
-        if stateless and self._unpark(key, server, fut):
+        server = self._draw()
+        if server is not None and key is not None and self._unpark(key, server, fut):
             return
         if self._closed:
             _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
             return
-        if (self._open_spare(fut, key, server) or (stateless and self._unpark(key, None, fut))
-                or self._open_spare(fut, key, None)):
+        if server is not None and self._open_spare(fut, key, server):
             return
         if self.fleet.backing_off():
             _fail(fut, SandboxUnavailable(f"the sandbox is failing to start: "
                                           f"{self.fleet.last_error}"))
             return
         timer = self.reactor.call_later(self.config.open_timeout_s, self._waiter_timeout, fut)
-        self._waiters.append((fut, timer, key))
+        self._waiters.append(Waiter(fut, timer, key, server))
         self._top_up()
 
+    def _draw(self) -> ForkServer | None:
+        """A ready server drawn uniformly, or None while the fleet is not complete yet."""
+        ready = self.fleet.ready()
+        return self._random.choice(ready) if ready and self.fleet.complete else None
+
     def _waiter_timeout(self, fut: cf.Future) -> None:
-        self._waiters = collections.deque(w for w in self._waiters if w[0] is not fut)
+        self._waiters = collections.deque(w for w in self._waiters if w.future is not fut)
         _fail(fut, SandboxUnavailable(
             f"no sandbox session became available within {self.config.open_timeout_s:g} s "
             f"({self._live} alive of max_sessions={self._cap}; "
             f"last error: {self.fleet.last_error or 'none'})"))
 
-    def _open_spare(self, fut: cf.Future, key: str | None, server: ForkServer | None) -> bool:
-        """Open a spare of ``server`` (None: of any server) for ``fut``, if there is one."""
+    def _serve_waiters(self) -> None:
+        """Draw a server for each waiter that has none (the fleet just became complete, or
+        its server was lost), and serve each from its server's templates or spares."""
+        for w in list(self._waiters):
+            if w not in self._waiters:  # served meanwhile (a retirement serves them too)
+                continue
+            if w.future.done():
+                self._waiters.remove(w)
+                continue
+            if w.server is None or w.server.state is not ForkServerState.READY:
+                w.server = self._draw()
+            if w.server is None:
+                continue
+            if ((w.key is not None and self._unpark(w.key, w.server, w.future))
+                    or self._open_spare(w.future, w.key, w.server)):
+                w.timer.cancel()
+                if w in self._waiters:  # (an opening that retired its server served again)
+                    self._waiters.remove(w)
+
+    def _open_spare(self, fut: cf.Future, key: str | None, server: ForkServer) -> bool:
+        """Open a spare of ``server`` for ``fut``, if there is one."""
         while True:
             handle = take_one(self._spares, server, self._random)
             if handle is None:
@@ -272,9 +307,8 @@ class SandboxPool(SessionCalls):
                 self._top_up()
                 return True
 
-    def _unpark(self, key: str, server: ForkServer | None, fut: cf.Future) -> bool:
-        """Hand out one of ``server``'s (None: any server's) idle templates with these limits
-        (see ``_open``), if there is one."""
+    def _unpark(self, key: str, server: ForkServer, fut: cf.Future) -> bool:
+        """Hand out one of ``server``'s idle templates with these limits, if there is one."""
         handle = self.templates.unpark(key, server)
         if handle is None:
             return False
@@ -282,16 +316,19 @@ class SandboxPool(SessionCalls):
         return True
 
     def _hand_out(self, handle: SessionHandle) -> None:
-        """A session just became ready: give it to the oldest waiter, or keep it spare (or
-        close it: its server retired meanwhile)."""
-        if handle.fork_server.state is not ForkServerState.READY:
+        """A session just became ready: give it to the oldest waiter that drew its server,
+        or keep it spare (or close it: its server retired meanwhile)."""
+        z = handle.fork_server
+        if z.state is not ForkServerState.READY:
             self._close(handle, cf.Future())
             return
-        while self._waiters:
-            fut, timer, key = self._waiters.popleft()
-            timer.cancel()
-            if not fut.done():
-                self._give(handle, fut, key)
+        for w in list(self._waiters):
+            if w.future.done():
+                self._waiters.remove(w)
+            elif w.server is z:
+                self._waiters.remove(w)
+                w.timer.cancel()
+                self._give(handle, w.future, w.key)
                 return
         self._spares.append(handle)
 
@@ -310,19 +347,66 @@ class SandboxPool(SessionCalls):
         if self._closed:
             return
         self.fleet.ensure(someone_waits=bool(self._waiters))
-        if not self.fleet.ready():
-            return
-        while True:  # recounted each time: a spawn may retire or lose its server
-            want = (len(self._waiters) + self.config.target_spares - len(self._spares)
-                    - self._spawning)
-            room = self._cap - self._live
-            while room < want and self.templates.count:  # idle templates give their slots back
-                self._close(self.templates.evict(), cf.Future())
-                room = self._cap - self._live
-            ready = self.fleet.ready()
-            if min(want, room, MAX_INFLIGHT_SPAWNS - self._spawning) <= 0 or not ready:
+        while self._spawning < MAX_INFLIGHT_SPAWNS:  # recounted each time: a spawn may
+            server, for_waiter = self._spawn_target()  # retire or lose its server
+            if server is None:
                 return
-            self._spawn(self._random.choice(ready))
+            while self._cap <= self._live and self.templates.count:
+                self._close(self.templates.evict(), cf.Future())  # idle templates give
+            if self._cap <= self._live:                           # their slots back
+                if for_waiter and self._close_a_spare_nobody_drew():
+                    continue
+                return
+            self._spawn(server)
+
+    def _close_a_spare_nobody_drew(self) -> bool:
+        """At ``max_sessions``, waiters wait for their own servers: a spare of a server no
+        waiter drew gives its slot back (False: there is none)."""
+        drawn = {w.server for w in self._waiters}
+        spares = [h for h in self._spares if h.fork_server not in drawn]
+        if not spares:
+            return False
+        handle = self._random.choice(spares)
+        self._spares.remove(handle)
+        self._close(handle, cf.Future())
+        return True
+
+    def _spawn_target(self) -> tuple[ForkServer | None, bool]:
+        """The ready server the next session is forked by, and whether a waiter needs it.
+
+        First a server that waiters drew and whose sessions on the way do not cover them;
+        else, while spares (and waiters not drawn yet) want more, the server with the fewest
+        spares and spares on the way (ties at random), so spares spread evenly; before the
+        fleet is complete none gets more than its share of them (when the rest come up, their
+        share is still theirs to fork).  ``(None, False)``: nothing to fork now."""
+        ready = self.fleet.ready()
+        if not ready:
+            return None, False
+        drew = {z: 0 for z in ready}
+        undrawn = 0
+        for w in self._waiters:
+            if w.server in drew:
+                drew[w.server] += 1
+            elif w.server is None:
+                undrawn += 1
+        short = {z: n - z.spawning for z, n in drew.items() if n > z.spawning}
+        if short:
+            most = max(short.values())
+            return self._random.choice([z for z, n in short.items() if n == most]), True
+        extra = {z: max(0, z.spawning - n) for z, n in drew.items()}  # spawns for spares
+        if undrawn + self.config.target_spares - len(self._spares) - sum(extra.values()) <= 0:
+            return None, False
+        have = dict(extra)
+        for h in self._spares:
+            if h.fork_server in have:
+                have[h.fork_server] += 1
+        if not self.fleet.complete:
+            share = -(-(self.config.target_spares + undrawn) // self.config.fork_servers)
+            have = {z: n for z, n in have.items() if n < share}
+            if not have:
+                return None, False
+        low = min(have.values())
+        return self._random.choice([z for z, n in have.items() if n == low]), undrawn > 0
 
     def _spawn(self, z: ForkServer) -> None:
         sid = next(self._sids)
@@ -348,6 +432,7 @@ class SandboxPool(SessionCalls):
         handle.cgroup, handle.uid = cgroup, uid
         z.sessions[sid] = handle
         z.forked += 1
+        z.spawning += 1
         self._spawning += 1
         self._live += 1
         self.counters["spawned"] += 1
@@ -390,6 +475,7 @@ class SandboxPool(SessionCalls):
         if handle.cgroup is not None:
             handle.cgroup.find_keeper()
         self._spawning -= 1
+        handle.fork_server.spawning -= 1
         self._hand_out(handle)
         self._top_up()
 
@@ -407,6 +493,7 @@ class SandboxPool(SessionCalls):
         if handle.spawning:
             handle.spawning = False
             self._spawning -= 1
+            handle.fork_server.spawning -= 1
         unowned = handle.state in (S.SPAWNING, S.READY) or handle.parked
         self.templates.forget(handle)
         handle.move(S.DEAD)
@@ -498,9 +585,11 @@ class SandboxPool(SessionCalls):
     def server_ready(self, server: ForkServer, first: bool) -> None:
         if first:
             self.protections.check_first_server(server.mode, server.info)
+        self._serve_waiters()
         self._top_up()
 
     def top_up(self) -> None:
+        self._serve_waiters()  # those that drew a server now lost draw again
         self._top_up()
 
     def session_gone(self, handle: SessionHandle, msg: dict) -> None:
@@ -527,13 +616,14 @@ class SandboxPool(SessionCalls):
             self._spares.remove(handle)
             self._close(handle, cf.Future())
         self.templates.close_of(server)
+        self._serve_waiters()  # those that drew it draw again
         self._top_up()
 
     def cannot_start(self, why: str) -> None:
         waiters, self._waiters = self._waiters, collections.deque()
-        for fut, timer, _ in waiters:
-            timer.cancel()
-            _fail(fut, SandboxUnavailable(why))
+        for w in waiters:
+            w.timer.cancel()
+            _fail(w.future, SandboxUnavailable(why))
 
     def _on_session_exit(self, handle: SessionHandle) -> None:
         for timer in (handle.hang_timer, handle.timer if handle.state is S.CLOSING else None):
@@ -580,9 +670,9 @@ class SandboxPool(SessionCalls):
 
     def _shutdown(self) -> None:
         self._closed = True
-        for fut, timer, _ in self._waiters:
-            timer.cancel()
-            _fail(fut, SandboxUnavailable("the sandbox pool is shut down"))
+        for w in self._waiters:
+            w.timer.cancel()
+            _fail(w.future, SandboxUnavailable("the sandbox pool is shut down"))
         self._waiters.clear()
         for z in self.fleet.shutdown():
             for handle in list(z.sessions.values()):
