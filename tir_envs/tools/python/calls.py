@@ -41,7 +41,8 @@ class CallBudget:
 
     frames: int = 8              # result frames read during one call
     frame_caps: int = 2          # bytes read, in result frame caps (``result_frame_cap``)
-    host_cpu_s: float = 0.25     # the reactor's CPU for its frames and stops
+    host_cpu_s: float = 0.25     # the reactor's CPU for its frames after the first, and its
+                                 # stops and looks after the quick ones (a normal call: none)
 
     def exceeded(self, run: PendingCall) -> str | None:
         """Why ``run`` is over its budget, or None."""
@@ -192,6 +193,9 @@ class SessionCalls:
         run.recheck = None
         if handle.run is not run or run.over_budget is not None:
             return
+        if run.looks < QUICK_LOOKS:  # the usual end of a call: a look or a few, one stop
+            self._look(handle, run, delay)
+            return
         started = time.thread_time()
         try:
             self._look(handle, run, delay)
@@ -289,12 +293,14 @@ class SessionCalls:
 
     def _on_readable(self, handle: SessionHandle) -> None:
         run = handle.run
-        if run is None:
-            self._read(handle)
+        if run is None or not run.frames:  # the call's first frame: bounded by its bytes
+            self._read(handle, run)
+            if run is not None:
+                self._charge(handle, run, 0.0)
             return
         if run.over_budget is not None:
             return
-        started = time.thread_time()
+        started = time.thread_time()  # a syscall: only once a call is out of the ordinary
         try:
             self._read(handle, run)
         finally:
