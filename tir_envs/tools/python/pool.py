@@ -5,12 +5,12 @@ starts lazily on the first ``open_session``, keeps ``spares`` interpreters forke
 that opening a session costs nothing, and shuts down at interpreter exit.
 
 Several fork servers serve one pool (``fork_servers``), each a process of its own and so with
-its own string-hash secret (which a forked interpreter cannot change): each spare is forked
-by a server chosen at random, each open draws a server at random, and a server retires once
-``sessions_per_fork_server`` of its sessions were opened (it forks no more, its unused
-sessions close, and it exits once its last session is gone) while a replacement starts in
-the background.  The pool is ready with
-its first server; the others start one at a time behind it (see docs/sandbox.md, "The
+its own string-hash secret (which a forked interpreter cannot change): spares spread evenly
+over the servers, each open draws a server uniformly and only that server serves it, and a
+server retires once ``sessions_per_fork_server`` of its sessions were opened (it forks no
+more, its unused sessions close, and it exits once its last session is gone) while a
+replacement starts in the background.  The pool serves once its first ``fork_servers``
+servers all do (the first starts alone, the others together; see docs/sandbox.md, "The
 string hash seed").
 
 All state lives on the reactor thread (``reactor.py``); the public methods only hand work to it

@@ -42,7 +42,7 @@ class PoolConfig:
     * ``unresponsive_s``: a session we ended and the fork server never reported gone after
       this long means the fork server is hung: it is killed and restarted.
     * ``fork_servers``: fork servers kept serving, each with its own string-hash secret (two
-      episodes share one with probability about 1 / ``fork_servers``; each server costs
+      episodes share one with probability 1 / ``fork_servers``; each server costs
       about 52 MB of memory, PSS).
     * ``sessions_per_fork_server``: sessions of a fork server opened before it retires (so
       one hash secret is in at most this many sessions; a new server costs about 0.45 s
