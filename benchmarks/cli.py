@@ -25,6 +25,8 @@ import shlex
 import sys
 from typing import Any
 
+from tir_envs.rollout.cli import add_import_flag
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("bench", help="run benchmark suites against a policy; compare runs",
@@ -80,6 +82,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
                         "ray://host:10001; none: a local instance); the run folder stays here")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_import_flag(p)
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
     c = sub.add_parser("compare", help="two run folders side by side, with a paired test")
@@ -113,6 +116,9 @@ def _suites(values: list[str], tasks: str | None = None) -> list[str]:
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import RunInterrupted
 
+    from tir_envs.registry import import_modules
+
+    import_modules(args.imports)
     names = _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")

@@ -273,14 +273,18 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
     """A suite over one's own task file (``--tasks FILE``, ``--suite custom:FILE``), pinned like
     a shipped part: by the file's sha256 and item count (``sha256``/``count``: the pins of an
     earlier session of the run; by default, the file as it is now)."""
-    from tir_envs.registry import ENV_SPECS
+    from tir_envs.registry import is_env_id, known_ids
 
     path = Path(file).expanduser().resolve()
     env_id = env_id or "tir/MathCode-v0"
-    if env_id not in ENV_SPECS:
+    if sha256 is None and not is_env_id(env_id):  # a run's pins name an env checked then
         raise ValueError(f"unknown env {env_id!r} for custom tasks; envs: "
-                         f"{', '.join(sorted(ENV_SPECS))}")
+                         f"{', '.join(known_ids())} (your own env: gymnasium.register it and "
+                         "pass --import MODULE)")
     scoring = scoring or _ENV_SCORING.get(env_id)
+    if scoring is None:
+        raise ValueError(f"custom tasks on your own env {env_id!r}: say how answers compare "
+                         f"with scoring= (--scoring), one of {', '.join(SCORING)}")
     if scoring not in SCORING:
         raise ValueError(f"scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     if not path.is_file():

@@ -50,8 +50,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (VALUE parsed as JSON when it can be)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_import_flag(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_import_flag(p: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable): modules that register the user's own env ids."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, e.g. one that calls gymnasium.register for your "
+                        "own env (found in the working directory, as with python -m)")
 
 
 def _positive(cast: type, what: str):
@@ -75,8 +83,9 @@ def check_env_and_out(args: argparse.Namespace) -> None:
     """Fail on a wrong env id or output path now, before a model is loaded."""
     import gymnasium as gym
 
-    from tir_envs.registry import env_class
+    from tir_envs.registry import env_class, import_modules
 
+    import_modules(getattr(args, "imports", []))
     try:
         env_class(args.env)
     except gym.error.Error as exc:
