@@ -101,9 +101,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _suites(values: list[str], tasks: str | None = None) -> list[str]:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITES, suite_name
 
-    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    names = [suite_name(n.strip()) for v in values for n in v.split(",") if n.strip()]
     if not names and not tasks:
         raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`) or your "
                          "own tasks with --tasks FILE")
@@ -173,9 +173,11 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITE_ALIASES, SUITES
 
     for suite in SUITES.values():
         parts = ", ".join(f"{p.name} ({p.count})" for p in suite.parts)
-        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}")
+        aliases = sorted(a for a, n in SUITE_ALIASES.items() if n == suite.name)
+        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}"
+              + (f" (also: {', '.join(aliases)})" if aliases else ""))
     return 0

@@ -245,6 +245,19 @@ SUITES["ifeval"] = Suite("ifeval", "tir/AutoTIR-v0", (AUTOTIR_PARTS["ifeval"],),
                          "IFEval: 541 prompts, strict/loose, prompt/instruction level")
 SUITES["logiqa"] = Suite("logiqa", "tir/AutoTIR-v0", (AUTOTIR_PARTS["logiqa"],), {}, (),
                          "LogiQA English test: 651 four-option questions")
+#: other names of a suite: the env datasets' own (``tir/MathCode-v0``'s ``aime2024``), so one
+#: name works on both sides (``tir-envs rollout --tasks aime24`` and ``bench --suite aime2024``)
+SUITE_ALIASES = {"aime2024": "aime24", "aime2025": "aime25", "aime_2024": "aime24",
+                 "aime_2025": "aime25", "math-500": "math500", "math_500": "math500",
+                 "gsm8k_test": "gsm8k", "2wiki_500": "2wiki", "musique_500": "musique",
+                 "nq_open": "nq", "hotpotqa_distractor": "hotpotqa"}
+
+
+def suite_name(name: str) -> str:
+    """The suite's one name (an alias such as ``aime2024`` gives ``aime24``)."""
+    return SUITE_ALIASES.get(name, SUITE_ALIASES.get(name.lower(), name))
+
+
 SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.values()), {}, (),
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
 
@@ -313,6 +326,7 @@ def get_suite(name: str) -> Suite:
     the known suites."""
     if name.startswith(CUSTOM) and name not in SUITES:
         return custom_suite(name[len(CUSTOM):])
+    name = suite_name(name)
     if name not in SUITES:
         raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}, or "
                        "custom:FILE for your own tasks")

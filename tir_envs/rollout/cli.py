@@ -6,7 +6,8 @@
 
 Policy specs: ``hf:PATH`` (transformers, local folder), ``vllm:PATH`` (vLLM engine in process),
 ``openai:URL`` (an OpenAI-compatible server; needs ``--model``), ``scripted:FILE`` (a JSON list
-of action strings, replayed every episode).  The env gets the policy's tokenizer, so ids mean
+of action strings, replayed every episode), ``oracle``/``wrong`` (each task's gold, or a fixed
+wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).  The env gets the policy's tokenizer, so ids mean
 the same on both sides (``--tokenizer`` overrides; the default is the bundled Qwen2.5).
 """
 
@@ -25,7 +26,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", required=True, help="env id, e.g. tir/MathCode-v0")
     p.add_argument("--policy", required=True,
-                   help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+                   help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle (each "
+                        "task's gold, in the env's answer format: must be graded correct) | "
+                        "wrong (a fixed wrong answer: must be graded wrong)")
     p.add_argument("--out", required=True, help="JSONL file the trajectories stream to")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--model", help="served model name (openai policy)")
@@ -116,9 +119,13 @@ def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
 
 def build_policy(args: argparse.Namespace):
     """``(policy, tokenizer)`` from ``--policy`` and its flags (``tir_envs.rollout.specs``)."""
+    from tir_envs.rollout.gold import KINDS, GoldPolicy
     from tir_envs.rollout.specs import PolicySpecError
     from tir_envs.rollout.specs import build_policy as from_spec
 
+    if args.policy in KINDS:
+        policy = GoldPolicy(args.policy, args.tokenizer)
+        return policy, policy.tokenizer
     try:
         return from_spec(args.policy, tokenizer=args.tokenizer, model=args.model,
                          api_key=args.api_key)

@@ -184,6 +184,17 @@ def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list
     return [{"task": Task.coerce(t, i)} for i, t in enumerate(tasks)]
 
 
+def _per_task_policies(policy: Any, options: Sequence[dict[str, Any]],
+                       first_env: gym.Env) -> list[Any] | None:
+    """One policy per task for a policy that answers per task (``for_task``: the gold
+    policies of ``tir_envs.rollout.gold``); ``None`` for an ordinary policy."""
+    for_task = getattr(policy, "for_task", None)
+    if for_task is None:
+        return None
+    env = first_env.unwrapped
+    return [for_task(o["task"] if "task" in o else env.tasks[o["index"]], env) for o in options]
+
+
 def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: float | None,
                 mode: str) -> None:
     check_positive_int(samples_per_task=samples_per_task, max_concurrency=max_concurrency)
@@ -208,10 +219,12 @@ async def acollect(env: EnvSpec | EpisodeRunner, policy: Policy,
         runner.check_policy(policy)
         options = _task_options(tasks, runner.first_env)
         base = sampling or SamplingParams()
+        per_task = _per_task_policies(policy, options, runner.first_env)
         jobs = [EpisodeJob(options[i // samples_per_task],
                            None if seed is None else seed + i,
                            base if base.seed is None else replace(base, seed=base.seed + i),
-                           {"group": i // samples_per_task, "sample": i % samples_per_task})
+                           {"group": i // samples_per_task, "sample": i % samples_per_task},
+                           per_task[i // samples_per_task] if per_task else None)
                 for i in range(len(options) * samples_per_task)]
         rollouts = await arun(runner, policy, jobs, max_concurrency=max_concurrency, mode=mode,
                               out=out, progress=progress, on_trajectory=on_trajectory,
