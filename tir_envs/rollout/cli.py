@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "task's gold, in the env's answer format: must be graded correct) | "
                         "wrong (a fixed wrong answer: must be graded wrong)")
     p.add_argument("--out", required=True, help="JSONL file the trajectories stream to")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file (by default a rerun of the same "
+                        "command resumes it: finished episodes are not run again)")
     p.add_argument("--model", help="served model name (openai policy)")
     p.add_argument("--api-key", help="bearer token for the openai policy")
     p.add_argument("--tokenizer", help="tokenizer folder shared by env and policy")
@@ -82,8 +85,9 @@ positive_int = _positive(int, "a positive integer")
 positive_float = _positive(float, "a number of seconds > 0")
 
 
-def check_env_and_out(args: argparse.Namespace) -> None:
-    """Fail on a wrong env id or output path now, before a model is loaded."""
+def check_env_and_out(args: argparse.Namespace) -> bool:
+    """Fail on a wrong env id or output path now, before a model is loaded; whether ``--out``
+    holds an interrupted run of this command to resume (``tir_envs.rollout.resume``)."""
     import gymnasium as gym
 
     from tir_envs.registry import env_class, import_modules
@@ -96,11 +100,10 @@ def check_env_and_out(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.is_dir():
         raise SystemExit(f"--out {args.out!r} is a folder; name a .jsonl file")
-    if out.exists() and not args.overwrite:
-        raise SystemExit(f"--out {args.out!r} already exists; pass --overwrite to replace it, "
-                         "or choose another file")
     if not out.parent.is_dir():
         raise SystemExit(f"--out {args.out!r}: folder {str(out.parent)!r} does not exist")
+    from tir_envs.rollout.resume import check_resume
+    return check_resume(args)
 
 
 def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
@@ -158,21 +161,30 @@ def load_tasks(args: argparse.Namespace, env_kwargs: dict[str, Any]):
 
 
 def run(args: argparse.Namespace) -> int:
+    from tir_envs.rollout import resume
     from tir_envs.rollout.engine import collect
     from tir_envs.rollout.policy import SamplingParams
 
-    check_env_and_out(args)
+    resuming = check_env_and_out(args)
     env_kwargs = parse_env_args(args.env_arg)
     policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
     tasks = load_tasks(args, env_kwargs)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    skip = resume.start(args, resuming)
     try:
-        out = collect(args.env, policy, tasks, samples_per_task=args.samples,
-                      max_concurrency=args.concurrency, sampling=sampling,
-                      episode_timeout_s=args.timeout, out=args.out, progress=not args.no_progress,
-                      mode=args.mode, env_kwargs=env_kwargs, seed=args.seed)
+        with open(args.out, "a", encoding="utf-8") as sink:
+            out = collect(args.env, policy, tasks, samples_per_task=args.samples,
+                          max_concurrency=args.concurrency, sampling=sampling,
+                          episode_timeout_s=args.timeout, out=sink,
+                          progress=not args.no_progress, mode=args.mode,
+                          env_kwargs=env_kwargs, seed=args.seed, skip=skip)
+    except KeyboardInterrupt:
+        command = shlex.join(["tir-envs", *getattr(args, "argv", ["rollout", "..."])])
+        print(f"tir-envs rollout: interrupted: {resume.saved_count(args.out)} episodes are saved "
+              f"in {args.out}; resume with:\n  {command}", file=sys.stderr)
+        return 130
     finally:
         close = getattr(policy, "close", None)
         if close is not None:
@@ -180,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     rewards = [t.reward for t in out if not t.infra_failed]
     summary = {**out.stats.to_dict(), "out": args.out,
                "mean_reward": sum(rewards) / len(rewards) if rewards else None}
+    if skip:
+        summary["resumed"] = len(skip)  # episodes an earlier, interrupted run saved
     print(json.dumps(summary))
     failed = [t for t in out if t.infra_failed]
     if failed:

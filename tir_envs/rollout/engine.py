@@ -31,7 +31,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 
@@ -211,7 +211,8 @@ async def acollect(env: EnvSpec | EpisodeRunner, policy: Policy,
                    out: str | Path | IO[str] | None = None, progress: bool = True,
                    mode: str = "async", env_kwargs: dict[str, Any] | None = None,
                    seed: int | None = None,
-                   on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+                   on_trajectory: Callable[[Trajectory], None] | None = None,
+                   skip: Collection[tuple[int, int]] = ()) -> Rollouts:
     """Async twin of ``collect`` (same arguments), for callers already inside an event loop."""
     _check_args(samples_per_task, max_concurrency, episode_timeout_s, mode)
     runner, owned = _runner(env, env_kwargs, episode_timeout_s)
@@ -225,7 +226,8 @@ async def acollect(env: EnvSpec | EpisodeRunner, policy: Policy,
                            base if base.seed is None else replace(base, seed=base.seed + i),
                            {"group": i // samples_per_task, "sample": i % samples_per_task},
                            per_task[i // samples_per_task] if per_task else None)
-                for i in range(len(options) * samples_per_task)]
+                for i in range(len(options) * samples_per_task)
+                if (i // samples_per_task, i % samples_per_task) not in skip]
         rollouts = await arun(runner, policy, jobs, max_concurrency=max_concurrency, mode=mode,
                               out=out, progress=progress, on_trajectory=on_trajectory,
                               name=env if isinstance(env, str) else None)
@@ -312,7 +314,8 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
             sampling: SamplingParams | None = None, episode_timeout_s: float | None = None,
             out: str | Path | IO[str] | None = None, progress: bool = True, mode: str = "async",
             env_kwargs: dict[str, Any] | None = None, seed: int | None = None,
-            on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+            on_trajectory: Callable[[Trajectory], None] | None = None,
+            skip: Collection[tuple[int, int]] = ()) -> Rollouts:
     """Run ``samples_per_task`` episodes of every task against ``policy``; return them all.
 
     Args:
@@ -338,6 +341,8 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
       env_kwargs: keyword arguments for the env (id or factory).
       seed: reset seed of the first episode; episode ``i`` gets ``seed + i``.
       on_trajectory: called with each trajectory as it finishes (completion order).
+      skip: ``(group, sample)`` pairs not to run (an interrupted run's finished episodes, when
+        resuming it: every other episode keeps its seed and its ``group``/``sample`` tags).
 
     Returns ``Rollouts``: a list of trajectories in job order (task by task, G each; see
     ``metadata["group"]``/``["sample"]``) with ``.stats`` and ``.groups()``.  Must be called
@@ -350,7 +355,7 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
                                   max_concurrency=max_concurrency, sampling=sampling,
                                   episode_timeout_s=episode_timeout_s, out=out, progress=progress,
                                   mode=mode, env_kwargs=env_kwargs, seed=seed,
-                                  on_trajectory=on_trajectory)
+                                  on_trajectory=on_trajectory, skip=skip)
         finally:
             closer = getattr(policy, "aclose", None)
             if closer is not None:
