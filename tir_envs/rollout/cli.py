@@ -185,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tir-envs rollout: interrupted: {resume.saved_count(args.out)} episodes are saved "
               f"in {args.out}; resume with:\n  {command}", file=sys.stderr)
         return 130
+    except Exception:
+        if not resuming:
+            resume.discard_if_empty(args.out)  # a run that never started leaves no file
+        raise
     finally:
         close = getattr(policy, "close", None)
         if close is not None:

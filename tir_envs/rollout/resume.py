@@ -86,3 +86,10 @@ def finished(out: Path, repair: bool = False) -> set[tuple[int, int]]:
 def saved_count(out: str | Path) -> int:
     """Complete trajectories in ``out``."""
     return len(finished(Path(out))) if Path(out).exists() else 0
+
+
+def discard_if_empty(out: str | Path) -> None:
+    """Remove ``out`` and its settings when no episode was saved (a run that failed to start)."""
+    if Path(out).exists() and Path(out).stat().st_size == 0:
+        Path(out).unlink()
+        settings_path(out).unlink(missing_ok=True)
