@@ -16,7 +16,7 @@ from benchmarks.metrics import tool_productivity
 from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
 from benchmarks.store import RunStore
-from benchmarks.suites import suite_of_run
+from benchmarks.suites import CUSTOM, suite_of_run
 
 SUMMARY = "summary.json"
 REPORT = "report.md"
@@ -146,7 +146,8 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
 
 def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[str]:
     lines = [f"### {part}", ""] if heading else []
-    lines.append(f"{s['items']} of {s['pinned_items']} items × {k} samples · `{s['file']}` "
+    lines.append(f"{s['items']} of {s['pinned_items']} items × {k} samples · "
+                 f"`{Path(s['file']).name if Path(s['file']).is_absolute() else s['file']}` "
                  f"sha256 `{s['sha256'][:12]}…`")
     if not s.get("items"):
         return lines + ["", "No complete item yet.", ""]
@@ -291,7 +292,10 @@ def tool_calls_figure(store: RunStore, summary: dict[str, Any], cap: int = 5):
 
 
 def benchmark_label(suite: str, part: str) -> str:
-    """A benchmark's name in tables and plots: the part, qualified when the suite differs."""
+    """A benchmark's name in tables and plots: the part, qualified when the suite differs; a
+    custom suite (one part) by its own name, the file's name and content hash."""
+    if suite.startswith(CUSTOM):
+        return suite
     return part if part == suite else f"{suite}/{part}"
 
 

@@ -285,7 +285,8 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
                  sha256: str | None = None, count: int | None = None) -> Suite:
     """A suite over one's own task file (``--tasks FILE``, ``--suite custom:FILE``), pinned like
     a shipped part: by the file's sha256 and item count (``sha256``/``count``: the pins of an
-    earlier session of the run; by default, the file as it is now)."""
+    earlier session of the run; by default, the file as it is now).  It is named by the file's
+    name and content hash (``custom_name``); a run's ``run.json`` keeps where the file was."""
     from tir_envs.registry import is_env_id, known_ids
 
     path = Path(file).expanduser().resolve()
@@ -310,8 +311,15 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
     part = Part(path.stem, str(path), int(count or 0), sha256,
                 lambda: _load_custom(path, env_id), scoring)
     options = ("protocol",) if env_id == "tir/MathCode-v0" else ()
-    return Suite(f"{CUSTOM}{path}", env_id, (part,), dict(_ENV_KWARGS.get(env_id, {})), options,
-                 f"custom tasks from {path}")
+    return Suite(custom_name(path, sha256), env_id, (part,),
+                 dict(_ENV_KWARGS.get(env_id, {})), options, f"custom tasks from {path}")
+
+
+def custom_name(path: Path, sha256: str) -> str:
+    """A custom suite's name: the file's name and the start of its content hash, never its
+    folder, so the same file anywhere is the same benchmark (``bench compare`` pairs it) and
+    an edited file is another one."""
+    return f"{CUSTOM}{path.name}@{sha256[:12]}"
 
 
 def custom_pin(suite: Suite) -> dict[str, Any]:
