@@ -69,8 +69,8 @@ def is_env_id(env_id: Any) -> bool:
 
 def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import") -> None:
     """Import the user's modules (each one registers its env ids), with the working directory
-    on ``sys.path`` as ``python -m`` has it: console scripts leave it out, so ``--import units``
-    run next to ``units.py`` would otherwise not find it."""
+    on ``sys.path`` as ``python -m`` has it: console scripts leave it out, so a module next to
+    the user would otherwise not be found."""
     import os
     import sys
 
