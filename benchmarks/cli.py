@@ -43,7 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="how --tasks answers are compared (default: the env's)")
     p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
                                     "(each item's gold: must score 100%%) | wrong (a fixed "
-                                    "wrong answer: must score 0)")
+                                    "wrong answer: must score 0 where there is a gold answer; "
+                                    "IFEval, which has none, scores above 0 by design)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
     p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
     p.add_argument("--seeds", type=int, default=1,

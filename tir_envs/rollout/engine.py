@@ -264,6 +264,8 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
         raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
     from tqdm.auto import tqdm
 
+    if jobs:
+        await runner.warm_up()  # a cold index or JVM loads here, not in the episodes' latency
     stats = RolloutStats(total=len(jobs))
     name = name or getattr(runner.first_env.unwrapped, "env_id", "env")
     bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
