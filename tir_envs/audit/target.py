@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
-from tir_envs.audit.candidates import Candidates, candidates_for
+from tir_envs.audit.candidates import Candidates, candidates_for, tolerance_of
 from tir_envs.env import TIREnv
 from tir_envs.registry import make
 from tir_envs.validation import check_positive_int
@@ -70,4 +70,5 @@ def pick_tasks(env: TIREnv, n: int) -> list[tuple[int, Candidates]]:
     n = min(n, len(graded))
     chosen = [graded[(k * len(graded)) // n] for k in range(n)]
     others = [env.tasks[i].answer for i in graded[:OTHER_GOLDS]]
-    return [(i, candidates_for(env.tasks[i].answer, others)) for i in chosen]
+    tolerance = tolerance_of(getattr(env, "reward", None), env)
+    return [(i, candidates_for(env.tasks[i].answer, others, tolerance)) for i in chosen]
