@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+# Gymnasium is imported inside the functions: ``tir_envs.gym_hook`` calls ``register_all`` while
+# Gymnasium itself is being imported, so this module must load without it.
 
 # id -> "module:Class".  Entry points are imported lazily, at make time.
 ENV_SPECS: dict[str, str] = {
@@ -26,6 +30,8 @@ ENV_SPECS: dict[str, str] = {
 
 def register_all() -> None:
     """Register every id with Gymnasium (idempotent)."""
+    import gymnasium as gym
+
     for env_id, entry in ENV_SPECS.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry, disable_env_checker=False)
@@ -35,6 +41,8 @@ def env_class(env_id: str) -> Any:
     """The class behind ``env_id`` (a shipped id, or one registered with ``gymnasium.register``;
     for the latter, the entry point, which may be a factory function), with a helpful error for
     unknown ids."""
+    import gymnasium as gym
+
     if env_id in ENV_SPECS:
         entry: Any = ENV_SPECS[env_id]
     elif isinstance(env_id, str) and env_id in gym.registry:
@@ -51,6 +59,8 @@ def env_class(env_id: str) -> Any:
 
 def known_ids() -> list[str]:
     """The shipped ids, then the ids users registered whose entry point is a ``TIREnv``."""
+    import gymnasium as gym
+
     from tir_envs.env import TIREnv
 
     own = []
@@ -64,6 +74,8 @@ def known_ids() -> list[str]:
 
 def is_env_id(env_id: Any) -> bool:
     """Whether ``env_id`` names a shipped or a Gymnasium-registered env."""
+    import gymnasium as gym
+
     return isinstance(env_id, str) and (env_id in ENV_SPECS or env_id in gym.registry)
 
 
@@ -111,6 +123,8 @@ def accepted_kwargs(cls: Any) -> set[str] | None:
 
 def make(env_id: str, **kwargs: Any) -> gym.Env:
     """Create a registered env through ``gymnasium.make``, validating id and keywords."""
+    import gymnasium as gym
+
     cls = env_class(env_id)
     gym_keys = {"max_episode_steps", "disable_env_checker", "autoreset", "apply_api_compatibility"}
     valid = accepted_kwargs(cls)
