@@ -78,7 +78,9 @@ def test_a_finished_run_rerun_runs_nothing(tmp_path, capsys):
     capsys.readouterr()
     assert main(_argv(tmp_path)) == 0
     assert (tmp_path / "t.jsonl").read_text() == before
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["resumed"] == 6
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary["resumed"] == 6 and summary["episodes_in_out"] == 6
+    assert summary["mean_reward"] is not None  # over the file, not the (empty) new session
 
 
 def test_a_line_cut_by_the_interruption_is_dropped(tmp_path):

@@ -193,11 +193,15 @@ def run(args: argparse.Namespace) -> int:
         close = getattr(policy, "close", None)
         if close is not None:
             close()
+    if skip:  # the figures are the whole file's: the earlier sessions' episodes and these
+        from tir_envs.trajectory import read_jsonl
+        out = type(out)(read_jsonl(args.out), out.stats)
     rewards = [t.reward for t in out if not t.infra_failed]
     summary = {**out.stats.to_dict(), "out": args.out,
                "mean_reward": sum(rewards) / len(rewards) if rewards else None}
     if skip:
         summary["resumed"] = len(skip)  # episodes an earlier, interrupted run saved
+        summary["episodes_in_out"] = len(out)
     print(json.dumps(summary))
     failed = [t for t in out if t.infra_failed]
     if failed:
