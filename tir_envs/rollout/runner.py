@@ -228,6 +228,22 @@ class EpisodeRunner:
         """How many episodes can run at once (``None``: as many as asked, envs are made)."""
         return self._pool.capacity
 
+    async def warm_up(self) -> None:
+        """Let the env's tools load what their first call would (``Tool.warm_up``: a search
+        index, a JVM) before any episode starts, so a cold start is not counted in the first
+        episodes' tool latency.  A tool that cannot warm up is left to fail in its episode,
+        where the failure is recorded as the infrastructure error it is."""
+        env = self._pool.first.unwrapped
+        if not getattr(env, "use_tools", True):
+            return
+        for tool in dict(getattr(env, "tools", None) or {}).values():
+            warm = getattr(tool, "warm_up", None)  # a tool not built on Tool may lack it
+            try:
+                if warm is not None:
+                    await warm()
+            except Exception:  # noqa: BLE001 - the episode's own call reports it
+                pass
+
     def check_policy(self, policy: Any) -> None:
         """Refuse a policy whose vocabulary differs from the env's (``check_vocab``)."""
         if not callable(getattr(policy, "generate", None)):
