@@ -10,6 +10,7 @@ the import hijack through a bind's top folder, and what ``/proc/1`` shows a cell
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -19,7 +20,8 @@ import pytest
 from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
                                    open_session)
 from tir_envs.tools.base import ToolStatus
-from tir_envs.tools.python import LocalBackend, PythonTool
+from tests.test_sandbox_stateless import _no_state_survives
+from tir_envs.tools.python import LocalBackend, PythonTool, launcher
 
 # What a cell sees, as JSON.  Times are "now" when they lie in this call (a fresh mount's),
 # else their exact value (a bound host path's, or one a cell set).
@@ -264,5 +266,36 @@ def test_a_template_survives_read_only_trees_and_deep_nests(mode):
             assert r.status == ToolStatus.OK and r.text == "[]", r.text
             assert not r.metadata.get("restarted"), r.metadata
         assert own.pool.info()["counters"].get("spawned", 0) == spawned  # the same template
+    finally:
+        own.shutdown()
+
+
+@pytest.mark.parametrize("mode", NAMESPACE_MODES)
+def test_where_cells_cannot_have_namespaces_the_host_warns_and_cells_are_cleaned(
+        mode, monkeypatch, caplog):
+    """The fallback (a kernel refusing the cell's namespaces, forced here through the fork
+    server's configuration): the host warns, and the cleaning of issue 21 still empties
+    files, modes, IPC objects and processes between calls."""
+    backend_or_skip(mode)
+    original = launcher.launch_spec
+
+    def without_fresh_cells(*args, **kwargs):
+        spec = original(*args, **kwargs)
+        spec.config["fresh_cells"] = False
+        spec.argv[-1] = json.dumps(spec.config)
+        return spec
+
+    monkeypatch.setattr(launcher, "launch_spec", without_fresh_cells)
+    own = LocalBackend(isolation=mode, spares=1, fork_servers=1)
+    try:
+        tool = PythonTool(backend=own, stateful=False)
+        with caplog.at_level(logging.WARNING, logger="tir_envs.sandbox"):
+            r = call(tool, "import os; print(os.getpid() != 1)")
+        assert r.text == "True", r.text  # a plain fork: the cell shares its template's pids
+        assert "namespaces per stateless call" in caplog.text, caplog.text
+        _no_state_survives(tool)
+        r = call(tool, LEAVE_TREES)
+        assert r.status == ToolStatus.OK and r.text == "left", r.text
+        assert call(tool, "import os; print(os.listdir('.'))").text == "[]"
     finally:
         own.shutdown()

@@ -631,6 +631,9 @@ class SandboxPool:
             error = str(msg.get("error"))[:500] if msg else "not a setup acknowledgement"
             self._kill(handle, f"session setup failed: {error}")
             return
+        if msg.get("fresh_cells") is False and "fresh_cells" not in self._degraded:
+            self._degrade("fresh_cells", str(msg.get("fresh_cells_error")), "a stateless call's "
+                          "/tmp, /dev/shm, pid and IPC counters are shared with the calls before it")
         handle.state = "idle"
         handle.decoder.max_frame = 0  # nothing may arrive until the first request
         self._next_queued(handle)
@@ -1107,7 +1110,7 @@ class SandboxPool:
                       "other socket families, inotify, file locks and pipe growth are not denied")
 
     _WITHOUT = {"cgroups": "per-session cgroups", "uids": "a host uid per session",
-                "seccomp": "a seccomp filter"}
+                "seccomp": "a seccomp filter", "fresh_cells": "namespaces per stateless call"}
 
     def _degrade(self, key: str, why: str | None, consequence: str) -> None:
         """Record a protection this host cannot give (``why``) and warn what no longer holds."""

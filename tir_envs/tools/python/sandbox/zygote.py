@@ -169,10 +169,12 @@ class _CellJail:
                             "fresh_cells": True}
             else:
                 jail.set_child_subreaper()  # orphans of a cell come back here to be killed
-                why = "no namespaces (isolation rlimits)"
+                why = None
             self.sealed = self._seal()
-            return {"seccomp": bool(self.zygote.seccomp), "sealed": self.sealed,
-                    "fresh_cells": False, "fresh_cells_error": why}
+            info = {"seccomp": bool(self.zygote.seccomp), "sealed": self.sealed}
+            if why is not None:  # the host warns: see docs/sandbox.md
+                info.update(fresh_cells=False, fresh_cells_error=why[:300])
+            return info
         if self.namespaced:
             jail.drop_capabilities()
         return {"seccomp": self._seccomp()}
@@ -180,6 +182,8 @@ class _CellJail:
     def _fresh_cells(self) -> str | None:
         """Namespaces of their own for this template's cells, if the kernel allows them."""
         cfg = self.zygote.cfg
+        if cfg.get("fresh_cells") is False:
+            return "turned off in the fork server's configuration"
         try:
             cells = FreshCells(cfg.get("disk_mb", 64), cfg.get("tmp_binds", []),
                                cfg.get("tmp_stash", ""), self.zygote.seccomp, self.proc,
