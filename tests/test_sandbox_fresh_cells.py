@@ -299,3 +299,15 @@ def test_where_cells_cannot_have_namespaces_the_host_warns_and_cells_are_cleaned
         assert call(tool, "import os; print(os.listdir('.'))").text == "[]"
     finally:
         own.shutdown()
+
+
+def test_a_binds_top_folder_is_read_only_in_a_stateful_session_too(backend, bound_dir):
+    tool = PythonTool(backend=backend)
+    code = _code("import os\nTOP, BIND = TOP_PATH, BIND_PATH\ntook = []\n"
+                 "for name, f in (('chmod', lambda: os.chmod(TOP, 0)),\n"
+                 "                ('rename', lambda: os.rename(TOP, '/tmp/elsewhere')),\n"
+                 "                ('write', lambda: open(TOP + '/x', 'w').write('x'))):\n"
+                 "    try:\n        f()\n        took.append(name)\n    except OSError:\n"
+                 "        pass\nprint(took)", bound_dir)
+    r = call(tool, code)
+    assert r.status == ToolStatus.OK and r.text == "[]", r.text

@@ -46,17 +46,6 @@ _RO_REMOUNT = jail.MS_REMOUNT | jail.MS_BIND | jail.MS_RDONLY | _NOSUID_NODEV
 EXIT_SETUP_FAILED = 105
 
 
-def top_folders(tmp_binds: list[str]) -> list[str]:
-    """``/tmp/<name>`` of every bind below it that is not itself that folder: the folders a
-    session would create (and own) to hold the bind."""
-    tops = []
-    for path in tmp_binds:
-        parts = path.split("/")
-        if len(parts) > 3 and f"/tmp/{parts[2]}" not in tops:
-            tops.append(f"/tmp/{parts[2]}")
-    return tops
-
-
 class FreshCells:
     """Built once in a stateless template (which keeps its capabilities inside the session's
     user namespace: it never runs code of the model); ``fork`` clones each cell."""
@@ -101,11 +90,10 @@ class FreshCells:
             mounts.append((f"{tmp_stash}/{i}".encode(), path.encode(), None,
                            jail.MS_BIND | jail.MS_REC, None, path))
             mounts.append((None, path.encode(), None, _RO_REMOUNT, None, path))
-        for top in top_folders(tmp_binds):
-            if top not in tmp_binds:
-                mounts.append((top.encode(), top.encode(), None, jail.MS_BIND | jail.MS_REC,
-                               None, top))
-                mounts.append((None, top.encode(), None, _RO_REMOUNT, None, top))
+        for top in jail.top_folders(tmp_binds):
+            mounts.append((top.encode(), top.encode(), None, jail.MS_BIND | jail.MS_REC,
+                           None, top))
+            mounts.append((None, top.encode(), None, _RO_REMOUNT, None, top))
         if os.path.isdir("/dev/shm"):
             mounts.append((b"tmpfs", b"/dev/shm", b"tmpfs", _NOSUID_NODEV | jail.MS_NOEXEC,
                            f"mode=1777,size={min(size, 64)}m".encode(), None))

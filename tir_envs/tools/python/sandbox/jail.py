@@ -244,7 +244,8 @@ def mount_session_fs(disk_mb: int, tmp_binds: list[str] = (), tmp_stash: str = "
     """Private filesystems of one session (run as the init of its own pid namespace).
 
     Allow-listed paths that live under ``/tmp`` (e.g. a virtualenv there) are bound back,
-    read-only, from their stash over the fresh ``/tmp``, so the interpreter still finds them.
+    read-only, from their stash over the fresh ``/tmp``, so the interpreter still finds them
+    (and the folders holding them are read-only too).
 
     ``/proc`` shows only the session's own processes; when the kernel refuses a new proc mount
     (an outer ``/proc`` with masked paths, as in many containers) it is hidden entirely.
@@ -262,6 +263,8 @@ def mount_session_fs(disk_mb: int, tmp_binds: list[str] = (), tmp_stash: str = "
     for i, path in enumerate(tmp_binds):
         _makedirs(path)
         _bind(f"{tmp_stash}/{i}", path)
+    for top in top_folders(tmp_binds):  # folders made above to hold a bind: not the code's
+        _bind(top, top)
     if os.path.isdir("/dev/shm"):
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               f"mode=1777,size={min(size, 64)}m")
@@ -291,6 +294,19 @@ def mount_private_ptys() -> bool:
         except OSError:
             pass
         return False
+
+
+def top_folders(tmp_binds: list[str]) -> list[str]:
+    """``/tmp/<name>`` of every bind below it that is not itself that folder: the folders a
+    session creates (and would own) to hold the bind, bound onto themselves read-only so
+    that code can neither rename, ``chmod`` nor write them."""
+    tops = []
+    for path in tmp_binds:
+        parts = path.split("/")
+        top = f"/tmp/{parts[2]}" if len(parts) > 3 else None
+        if top and top not in tops and top not in tmp_binds:
+            tops.append(top)
+    return tops
 
 
 def restrict_user_namespaces() -> bool:
