@@ -203,3 +203,19 @@ def test_a_scratch_folder_of_a_running_build_is_refused_with_the_fix(tmp_path):
             (tmp / "x").write_text("half")
             raise RuntimeError("interrupted")
     assert (out / "x").read_text() == "done" and not scratch.exists()
+
+
+def test_duplicate_ids_are_found_across_batches_and_skippable(tmp_path):
+    from tir_envs.tools.search.corpus import IdSet
+    rows = [{"id": str(i % 9000), "contents": f"doc {i}"} for i in range(9005)]
+    path = _write_jsonl(tmp_path / "dup.jsonl", rows)
+    with pytest.raises(DatasetError, match=r"dup\.jsonl:9001: duplicate document id '0'"):
+        list(iter_corpus(path))
+    stats = CorpusStats()
+    assert len(list(iter_corpus(path, skip_bad=True, stats=stats))) == 9000
+    assert stats.skipped == 5
+    ids = IdSet()
+    assert ids.add_batch(["a", "b", "a", None]) == [False, False, True, False]
+    for n in range(50):  # many runs, merged as they grow
+        assert ids.add_batch([f"x{n}-{j}" for j in range(100)]) == [False] * 100
+    assert ids.add_batch(["x7-3", "b", "new", "x49-99"]) == [True, True, False, True]
