@@ -14,6 +14,8 @@ For each size and backend, in a child process of its own (so peak RSS is that ba
     after a warm-up (the JVM's JIT); ``batch_qps``: one ``batch_search`` of all queries;
   * ``recall@1/5/10`` of the planted golds; ``serve_peak_rss_mb``: the searching process;
     ``baseline_rss_mb``: that process before it built anything (interpreter and QA data).
+Then, over the largest Lucene index, the retrieval server under 64 and 256 concurrent
+clients (``server_load``: q/s, p50/p99, the queueing floor, errors, wrong answers).
 Then ``growth_per_10x`` (each figure's ratio 10k → 100k) and a power-law projection to 1 M and
 21 M passages (wiki-18), labelled ``projected``: figures measured here at 10k and 100k only.
 
@@ -168,6 +170,61 @@ def run_child(backend: str, corpus: Path, out: Path, threads: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def server_load(index: Path, queries: list[str], clients: int, per_client: int,
+                threads: int) -> dict:
+    """``clients`` concurrent clients, each sending ``per_client`` single-query requests one
+    after another, against one retrieval server; every reply checked against a direct search.
+    ``queueing_floor_ms`` = clients / the saturated q/s of this same run: the p50 a perfect
+    FIFO server would give with every client always waiting."""
+    import asyncio
+
+    import aiohttp
+
+    from tir_envs.tools.search import open_retriever
+    from tir_envs.tools.search.server import RetrievalServer
+    with open_retriever(index) as local:
+        expected = {q: [h.docid for h in hits]
+                    for q, hits in zip(queries, local.batch_search(queries, K))}
+
+    async def client(session, url, i, latencies, errors, wrong):
+        for j in range(per_client):
+            q = queries[(i * per_client + j) % len(queries)]
+            t = time.perf_counter()
+            try:
+                async with session.post(url, json={"queries": [q], "topk": K}) as resp:
+                    body = await resp.json()
+                    if resp.status != 200:
+                        errors.append(resp.status)
+                        continue
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                errors.append(type(exc).__name__)
+                continue
+            latencies.append(time.perf_counter() - t)
+            if [d["document"]["id"] for d in body["result"][0]] != expected[q]:
+                wrong.append(q)
+
+    async def run(url):
+        latencies, errors, wrong = [], [], []
+        conn = aiohttp.TCPConnector(limit=clients)
+        async with aiohttp.ClientSession(connector=conn) as session:
+            await client(session, url, 0, [], [], [])  # warm-up
+            t = time.perf_counter()
+            await asyncio.gather(*(client(session, url, i, latencies, errors, wrong)
+                                   for i in range(clients)))
+            return latencies, errors, wrong, time.perf_counter() - t
+
+    with RetrievalServer(index, threads=threads, max_pending=max(256, clients)) as server:
+        latencies, errors, wrong, wall = asyncio.run(run(server.url + "/retrieve"))
+    lat = np.array(latencies) * 1000
+    qps = len(lat) / wall
+    return {"clients": clients, "requests": clients * per_client, "qps": round(qps, 1),
+            "p50_ms": round(float(np.percentile(lat, 50)), 1),
+            "p99_ms": round(float(np.percentile(lat, 99)), 1),
+            "queueing_floor_ms": round(clients / qps * 1000, 1),
+            "errors": len(errors), "wrong_answers": len(wrong),
+            "loadavg": round(os.getloadavg()[0], 2)}
+
+
 PROJECTED = ("build_s", "index_mb", "build_peak_rss_mb", "serve_peak_rss_mb", "p50_ms", "p99_ms")
 
 
@@ -191,6 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sizes", type=int, nargs="+", default=pick([10_000, 100_000], [2_000]))
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--backends", nargs="+", default=None)
+    parser.add_argument("--clients", type=int, nargs="*", default=pick([64, 256], [8]),
+                        help="server load test on the largest Lucene index")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -222,6 +281,11 @@ def main(argv: list[str] | None = None) -> dict:
                 entry[backend]["loadavg"] = round(os.getloadavg()[0], 2)
             report["sizes"][size] = entry
             corpus.unlink()
+        largest = Path(tmp) / f"lucene-{max(args.sizes)}"
+        if "lucene" in backends and largest.is_dir() and args.clients:
+            queries = [t.question for t in tasks]
+            report["server_load"] = [server_load(largest, queries, c, pick(20, 5), args.threads)
+                                     for c in args.clients]
     sizes = sorted(report["sizes"])
     if len(sizes) >= 2:
         report["model"] = "figure(N) = figure(largest measured) * growth_per_10x ** log10(N / " \
