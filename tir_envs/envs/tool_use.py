@@ -6,7 +6,7 @@
         '''The capital of a country.  Args: city: ...'''
 
     env = tir_envs.make("tir/ToolUse-v0", tasks=[{"question": ..., "answer": ...}],
-                        tools=[lookup, McpTools("python my_server.py"), "python"],
+                        tools=[lookup, McpTools("http://127.0.0.1:8000/mcp"), "python"],
                         reward="em")
 
 ``tools``: plain functions (``function_tool``), ``Tool`` objects, ``McpTools`` (all the
