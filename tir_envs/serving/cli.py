@@ -34,6 +34,19 @@ def add_parser(subparsers) -> None:
                           "Spider databases)")
     mcp.set_defaults(func=run_mcp)
 
+    oe = sub.add_parser("openenv", help="serve a registered env over OpenEnv (HTTP and "
+                                        "WebSocket, one env per session)")
+    oe.add_argument("env", metavar="ENV_ID", help="a registered env id, e.g. tir/MathCode-v0")
+    oe.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                    help="an env constructor argument (VALUE parsed as JSON when it can be)")
+    oe.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                    help="import MODULE first (it registers your own env ids)")
+    oe.add_argument("--host", default="127.0.0.1", help="address to bind")
+    oe.add_argument("--port", type=int, default=8000, help="port")
+    oe.add_argument("--max-sessions", type=int, default=8,
+                    help="concurrent WebSocket sessions (each its own env)")
+    oe.set_defaults(func=run_openenv)
+
 
 def run_mcp(args: argparse.Namespace) -> int:
     from pathlib import Path
@@ -65,4 +78,21 @@ def run_mcp(args: argparse.Namespace) -> int:
     finally:
         for tool in tools.values():
             tool.close()
+    return 0
+
+
+def run_openenv(args: argparse.Namespace) -> int:
+    import importlib
+
+    import uvicorn
+
+    from tir_envs.rollout.cli import parse_env_args
+    from tir_envs.serving.openenv_server import build_app
+
+    for module in args.imports:
+        importlib.import_module(module)
+    if args.max_sessions < 1:
+        raise SystemExit(f"--max-sessions {args.max_sessions}: must be >= 1")
+    app = build_app(args.env, parse_env_args(args.env_arg), args.max_sessions)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
