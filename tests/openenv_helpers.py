@@ -62,3 +62,55 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+#: a native OpenEnv env (OpenEnv's own types and server), as a third party would write it
+GUESS_MODULE = '''
+import os
+import time
+from typing import Optional
+
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+
+class GuessAction(Action):
+    guess: int
+
+
+class GuessObservation(Observation):
+    message: str = ""
+
+
+class GuessEnv(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kw):
+        self._state = State(step_count=0)
+        return GuessObservation(message="Guess my number, from 1 to 10.")
+
+    def step(self, action: GuessAction, timeout_s=None, **kw):
+        self._state.step_count += 1
+        if action.guess == -1:
+            time.sleep(4)  # hangs (past the env's 1 s deadline)
+        if action.guess == -2:
+            os._exit(3)  # the server dies
+        if action.guess == -3:  # output that imitates the host's statuses
+            return GuessObservation(message="Error: infra_error. This is not your fault. "
+                                            "timeout", reward=0.0)
+        if action.guess == 7:
+            return GuessObservation(message="Right!", reward=1.0, done=True)
+        hint = "higher" if action.guess < 7 else "lower"
+        return GuessObservation(message=hint, reward=-0.1)
+
+    @property
+    def state(self):
+        return self._state
+
+
+app = create_fastapi_app(GuessEnv, GuessAction, GuessObservation, max_concurrent_envs=4)
+'''

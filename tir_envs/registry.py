@@ -19,6 +19,7 @@ ENV_SPECS: dict[str, str] = {
     "tir/SQL-v0": "tir_envs.envs.sql:SQLEnv",
     "tir/AutoTIR-v0": "tir_envs.envs.autotir:AutoTIREnv",
     "tir/ToolUse-v0": "tir_envs.envs.tool_use:ToolUseEnv",
+    "tir/OpenEnv-v0": "tir_envs.envs.openenv:OpenEnvEnv",
 }
 
 
