@@ -114,3 +114,13 @@ class GuessEnv(Environment):
 
 app = create_fastapi_app(GuessEnv, GuessAction, GuessObservation, max_concurrent_envs=4)
 '''
+
+
+def guess_app() -> str:
+    """The guess env's OpenEnv app, built in this process: its ``"module:attr"`` (for
+    ``tir/OpenEnv-v0``'s ``app=``; a string survives Gymnasium's deepcopy of the kwargs)."""
+    import types
+    module = types.ModuleType("guess_env_inline")
+    exec(compile(GUESS_MODULE, "guess_env_inline", "exec"), module.__dict__)  # noqa: S102
+    sys.modules.setdefault(module.__name__, module)  # pydantic resolves the types by module
+    return f"{module.__name__}:app"

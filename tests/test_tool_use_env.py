@@ -132,8 +132,8 @@ def test_tools_by_module_path_and_the_projects_own(user_module):
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match="needs tasks="):
-        ToolUseEnv(tools=[capital])
+    with pytest.raises(ValueError, match="has no tasks: pass tasks="):
+        ToolUseEnv(tools=[capital]).reset()
     with pytest.raises(ValueError, match="at least one tool"):
         ToolUseEnv(tasks=TASKS)
     with pytest.raises(ValueError, match="cannot import 'nope_module'"):

@@ -83,9 +83,6 @@ class ToolUseEnv(TIREnv):
                  **kwargs: Any):
         reject_wiring(kwargs, "ToolUseEnv", "Pass tools=[...] (functions, Tools, McpTools, "
                       "'python', 'search', 'sql') and instructions=...")
-        if tasks is None:
-            raise ValueError("tir/ToolUse-v0 needs tasks=: a list of {'question', 'answer'} "
-                             "dicts, Tasks, or a JSONL/Parquet path")
         self._owned: list[Tool] = []
         built = self._build_tools(tools, kwargs)
         if not built:
