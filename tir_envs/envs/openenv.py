@@ -26,7 +26,7 @@ import json
 import urllib.request
 from typing import Any, Mapping
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.protocols.tool_use import ToolUseProtocol
 from tir_envs.rewards.base import RewardResult

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.tool_use import DEFAULT_INSTRUCTIONS, ToolUseProtocol

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from tir_envs.rewards.base import RewardResult
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 KINDS = ("em", "f1", "math")

@@ -24,7 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult
 
 SERVABLE = ("python", "search", "sql")
