@@ -31,7 +31,7 @@ def factory():
 def test_public_methods_are_the_tools_with_schemas(factory):
     public = sorted(n for n, _ in inspect.getmembers(factory, inspect.isfunction)
                     if not n.startswith("_"))
-    assert public == ["answer", "capital", "close", "get_reward", "reset"]
+    assert public == ["answer", "capital", "get_reward", "reset"]  # TRL: all else is a tool
     assert str(inspect.signature(factory.capital)) == "(self, *, country: str) -> str"
     from transformers.utils import get_json_schema
     schema = get_json_schema(factory.capital)
@@ -54,14 +54,14 @@ def test_an_episode_as_trl_plays_it(factory):
         assert env.trajectory.answered is False
         assert env.capital(country="Japan").startswith("Error: the episode is over")
     finally:
-        env.close()
+        env._close()
 
 
 def test_a_row_without_a_task_is_refused(factory):
     env = factory()
     with pytest.raises(ValueError, match="needs 'label'"):
         env.reset(prompt="hi")
-    env.close()
+    env._close()
 
 
 def trl_sequence(tok, question, tools, turns):
@@ -113,4 +113,4 @@ def test_trl_rerendering_drifts_from_the_ledger(factory):
         assert measured["prompt_drift"] > 0  # TRL's prompt is not the env's
         assert measured["completion_drift"] >= 0
     finally:
-        env.close()
+        env._close()

@@ -100,7 +100,8 @@ class TIREnvironment:
         """The env's ledger of the episode."""
         return self._env.trajectory
 
-    def close(self) -> None:
+    def _close(self) -> None:
+        """Release the env (private: TRL turns every public method into a tool)."""
         _thread().run(self._env.aclose())
 
 
