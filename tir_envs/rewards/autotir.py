@@ -1,7 +1,9 @@
 """AutoTIR's reward (Wei et al. 2025): ``r = w_act * r_act + w_out * r_out``.
 
 ``r_out`` by the task's domain (``task.meta["domain"]``), from the answer the policy wrote in its
-final action (``final_answer``: the boxed answer of its ``<answer>`` block; never tool output):
+final action (``final_answer``, the AutoTIR protocol's one reading: the boxed answer of its
+``<answer>`` block, the chosen option letter, the response of a writing task; never tool
+output):
   * ``knowledge``: token F1 of the answer against the gold aliases;
   * ``math``: 1 if the boxed answer is equivalent to the gold (the project's Math-Verify grader);
   * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict);
@@ -15,7 +17,8 @@ budget; unparseable calls are not invocations) against the task's ground-truth t
   * no tool at all on a knowledge or math task: ``no_tool`` (default 0: no credit for tool use,
     no penalty; the paper does not say);
   * a domain where tool use is free (no ground-truth tool): 1.
-Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]``.
+Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]`` (the
+result's ``metadata``: the env writes it).
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tir_envs.rewards.base import RewardResult
-from tir_envs.rewards.choice import ChoiceReward
+from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.rewards.choice import ChoiceReward, extract_choice
 from tir_envs.rewards.ifeval import IFEvalReward
 from tir_envs.rewards.math.extract import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
@@ -45,8 +48,12 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     """The answer of an AutoTIR episode, from the policy's final action outside ``<think>``:
     the last box of its last ``<answer>`` block, else that block's text, else the last box of
-    the response; for a writing task (``instruction``) without either, the response itself."""
+    the response; for a writing task (``instruction``) without either, the response itself;
+    for a ``multiple_choice`` task, the one option letter the response chooses
+    (``extract_choice``).  The AutoTIR protocol's answer, graded by ``AutoTIRReward``."""
     response = final_response(actions)
+    if domain == "multiple_choice":
+        return extract_choice(response)
     # a block holding another <answer> is a nest of answers (a hedge), never one
     blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
     scope = blocks[-1] if blocks else response
@@ -56,10 +63,6 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     if blocks:
         return blocks[-1].strip() or None
     return (response or None) if domain == "instruction" else None
-
-
-def _instruction_response(actions: Sequence[str]) -> str:
-    return final_answer(actions, "instruction") or ""
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -81,7 +84,7 @@ def tool_selection(counts: dict[str, int], ground_truth: str | None) -> dict[str
 
 
 @dataclass
-class AutoTIRReward:
+class AutoTIRReward(Reward):
     """AutoTIR's reward (module docstring).  ``grader``: a ``GraderPool`` for math."""
 
     w_act: float = 0.1
@@ -93,7 +96,7 @@ class AutoTIRReward:
 
     def __post_init__(self) -> None:
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict", extract=_instruction_response)
+        self._ifeval = IFEvalReward("strict")
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
@@ -103,24 +106,25 @@ class AutoTIRReward:
             return self.wrong_tool
         return 1.0 if counts.get(ground_truth) else self.no_tool
 
-    def outcome(self, task: "Task", trajectory: "Trajectory",
-                actions: Sequence[str]) -> RewardResult:
-        """``r_out`` and its typed outcome, by domain."""
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
+        return final_answer(actions, task.meta.get("domain"))
+
+    def outcome(self, task: "Task", trajectory: "Trajectory | None",
+                answer: str | None) -> RewardResult:
+        """``r_out`` of ``answer`` (``final_answer``) and its typed outcome, by domain."""
         domain = task.meta.get("domain")
         if domain == "instruction":
-            return self._ifeval(task, trajectory, actions)
+            return self._ifeval.score(task, trajectory, answer)
         if domain == "multiple_choice":
-            return self._choice(task, trajectory, actions)
-        answer = final_answer(actions, domain)
+            return self._choice.score(task, trajectory, answer)
         if domain == "math":
-            if answer is None:  # MathReward would look for a box in every action instead
+            if answer is None:
                 return RewardResult(0.0, {"correct": 0.0, "has_answer": 0.0}, correct=False,
                                     answered=False)
-            result = self._math(task, trajectory, actions, answer=answer)
+            result = self._math.score(task, trajectory, answer)
             correct = bool(result.components["correct"])
             return RewardResult(float(correct), result.components, correct=correct,
-                                answered=answer is not None,
-                                answer=None if answer is None else str(answer))
+                                answered=True, answer=str(answer))
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
@@ -130,15 +134,14 @@ class AutoTIRReward:
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
                          f"meta['domain'] in {DOMAINS}")
 
-    def __call__(self, task: "Task", trajectory: "Trajectory",
-                 actions: Sequence[str]) -> RewardResult:
-        out = self.outcome(task, trajectory, actions)
+    def score(self, task: "Task", trajectory: "Trajectory", answer: str | None) -> RewardResult:
+        out = self.outcome(task, trajectory, answer)
         ground_truth = task.meta.get("tool")
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
-        trajectory.metadata["tool_selection"] = tool_selection(counts, ground_truth)
         components = {**out.components, "r_act": act, "r_out": out.value,
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
         value = self.w_act * act + self.w_out * out.value
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
-                            answer=out.answer)
+                            answer=out.answer,
+                            metadata={"tool_selection": tool_selection(counts, ground_truth)})

@@ -4,18 +4,19 @@ an MCP server), ``openenv`` (any registered env as an OpenEnv server)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
+
+from tir_envs.tools.search import serve_cli as retrieval_cli
 
 
 def add_parser(subparsers) -> None:
-    from tir_envs.tools.search.server import add_arguments, run
-
+    """The ``serve`` command; every server is imported only when it runs (``--help`` stays
+    fast)."""
     parser = subparsers.add_parser("serve", help="run a server (retrieval, mcp, openenv)")
     sub = parser.add_subparsers(dest="serve_command", metavar="SERVER", required=True)
     retrieval = sub.add_parser("retrieval", help="serve a search index over HTTP "
                                                  "(POST /retrieve, GET /health)")
-    add_arguments(retrieval)
-    retrieval.set_defaults(func=run)
+    retrieval_cli.add_arguments(retrieval)
+    retrieval.set_defaults(func=retrieval_cli._run)
 
     mcp = sub.add_parser("mcp", help="serve the project's tools over MCP (stdio, or "
                                      "streamable HTTP with --http)")
@@ -49,6 +50,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_mcp(args: argparse.Namespace) -> int:
+    import asyncio
     from pathlib import Path
 
     from tir_envs.serving.mcp_server import build_server, build_tools
