@@ -102,8 +102,8 @@ def test_a_raising_function_is_a_tool_error_observation():
 
 @pytest.mark.parametrize("reward,answer,value", [
     ("f1", "the Paris city", 2 / 3), ("em", "paris", 1.0),
-    (lambda answer, task: answer == task.answer.upper(), "PARIS", 1.0),
-    (lambda answer, task, trajectory: RewardResult(0.5, {"half": 0.5}), "x", 0.5)])
+    (lambda task, trajectory, answer: answer == task.answer.upper(), "PARIS", 1.0),
+    (lambda task, trajectory, answer: RewardResult(0.5, {"half": 0.5}), "x", 0.5)])
 def test_rewards(reward, answer, value):
     env = ToolUseEnv(tasks=TASKS, tools=[capital], reward=reward)
     _, steps = play(env, f"<answer>{answer}</answer>")
@@ -138,7 +138,7 @@ def test_bad_arguments_are_named():
         ToolUseEnv(tasks=TASKS)
     with pytest.raises(ValueError, match="cannot import 'nope_module'"):
         ToolUseEnv(tasks=TASKS, tools=["nope_module:f"])
-    with pytest.raises(ValueError, match="reward must be one of em, f1, math"):
+    with pytest.raises(ValueError, match="reward must be one of em, f1, math, a Reward"):
         ToolUseEnv(tasks=TASKS, tools=[capital], reward="bleu")
     with pytest.raises(ValueError, match=r"two tools are named \['capital'\]"):
         ToolUseEnv(tasks=TASKS, tools=[capital, function_tool(capital)])
@@ -196,7 +196,7 @@ def test_one_grpo_step_on_cpu(tmp_path):
     from trainers.grpo.trainer import GRPOTrainer
     from tir_envs.tokenizer import qwen25_tokenizer
 
-    def varied(answer, task, trajectory):
+    def varied(task, trajectory, answer):
         """A reward that differs inside a group, so the step has a gradient (a random model
         never answers): the share of even token ids in what the policy wrote."""
         ids = [i for i, m in zip(trajectory.token_ids, trajectory.loss_mask) if m]

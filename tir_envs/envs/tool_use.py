@@ -13,7 +13,8 @@
 server's tools, listed now), the project's own ``"python"``, ``"search"`` and ``"sql"`` tools,
 or ``"module:attr"`` strings naming any of those (how the command line passes a function:
 ``--env-arg tools='["my_tools:lookup"]'``).  ``reward``: ``"em"`` (default), ``"f1"``,
-``"math"`` or a function (``tir_envs.rewards.answer``).  Calls are JSON
+``"math"``, a ``Reward`` or a function ``f(task, trajectory, answer)``
+(``tir_envs.rewards.answer``).  Calls are JSON
 (``<tool_call>{...}</tool_call>``) and the answer is ``<answer>…</answer>``
 (``tir_envs.protocols.tool_use``); the schemas the prompt lists come from each tool.
 
@@ -25,17 +26,14 @@ whole pool), and closed by you (``McpTools.close()``, or at exit).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from tir_envs.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.tool_use import DEFAULT_INSTRUCTIONS, ToolUseProtocol
 from tir_envs.rewards.answer import answer_reward
-from tir_envs.rewards.base import RewardResult
 from tir_envs.tools.base import Tool
 from tir_envs.tools.function import FunctionTool
-from tir_envs.trajectory import Trajectory
 
 #: the shipped tools by name, and the schema the model reads for each
 BUILTIN_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -78,7 +76,7 @@ class ToolUseEnv(TIREnv):
     configured_tools = ("search", "python")
 
     def __init__(self, tasks: Any = None, tools: Sequence[Any] | Any = (),
-                 reward: str | Callable[..., Any] = "em", tokenizer: Any = None,
+                 reward: Any = "em", tokenizer: Any = None,
                  instructions: str = DEFAULT_INSTRUCTIONS, chat: bool | None = None,
                  **kwargs: Any):
         reject_wiring(kwargs, "ToolUseEnv", "Pass tools=[...] (functions, Tools, McpTools, "
@@ -92,11 +90,9 @@ class ToolUseEnv(TIREnv):
         if duplicates:
             raise ValueError(f"two tools are named {duplicates}; give one of them another name "
                              "(function_tool(fn, name=...))")
-        self.reward_fn = answer_reward(reward)
-        self._needs_gold = not callable(reward)  # a function may grade without one
         protocol = ToolUseProtocol([tool_schema(t) for t in built], instructions, chat=chat)
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=protocol, tools=built,
-                         **kwargs)
+                         reward=answer_reward(reward), **kwargs)
 
     # ------------------------------------------------------------------ tools
     def _build_tools(self, tools: Any, kwargs: dict[str, Any]) -> list[Tool]:
@@ -136,15 +132,6 @@ class ToolUseEnv(TIREnv):
             return [FunctionTool(item)]
         raise TypeError(f"tools= takes functions, Tool objects, McpTools, 'python', 'search', "
                         f"'sql' or 'module:attr' strings; got {item!r}")
-
-    # ------------------------------------------------------------------ reward
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        answer = self.answer()
-        trajectory.metadata["answer"] = answer
-        if task.answer is None and self._needs_gold:
-            return RewardResult(0.0, {"has_gold": 0.0}, answered=answer is not None,
-                                answer=answer)
-        return self.reward_fn(answer, task, trajectory)
 
     def on_close(self) -> None:
         for tool in self._owned:
