@@ -43,6 +43,11 @@ SERVER = textwrap.dedent('''
         return "late"
 
     @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    @server.tool()
     def crash() -> str:
         """Kills the server process."""
         os._exit(3)

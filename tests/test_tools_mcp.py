@@ -84,6 +84,26 @@ def test_crash_inside_an_env_episode_flags_the_trajectory(stdio_tools):
     env.close()
 
 
+def test_close_stops_the_stdio_server(tmp_path):
+    import os
+    import time
+    tools = McpTools(stdio_command(tmp_path))
+    pid = int(asyncio.run(by_name(tools)["pid"].call({})).text)
+    os.kill(pid, 0)  # alive while the tools are open
+    tools.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the MCP server {pid} outlived McpTools.close()")
+    r = asyncio.run(by_name(tools)["add"].call({"a": 1, "b": 1}))
+    assert r.status == ToolStatus.INFRA_ERROR  # closed tools answer, never raise
+
+
 def test_unreachable_server_fails_at_make_time_naming_it(tmp_path):
     bad = McpTools([str(tmp_path / "no-such-binary")], connect_timeout_s=10)
     with pytest.raises(ConnectionError, match="cannot connect to the MCP server"):
