@@ -133,6 +133,7 @@ class SessionCalls:
             error = str(msg.get("error"))[:500] if msg else "not a setup acknowledgement"
             self._kill(handle, f"session setup failed: {error}")
             return
+        self.protections.check_setup(msg)
         handle.move(S.IDLE)
         handle.decoder.max_frame = 0  # nothing may arrive until the first request
         self._next_queued(handle)
