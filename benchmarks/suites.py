@@ -266,7 +266,7 @@ SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.value
 CUSTOM = "custom:"
 #: how answers are scored in a custom suite, by env (``scoring=`` overrides)
 _ENV_SCORING = {"tir/MathCode-v0": "math", "tir/Search-v0": "qa", "tir/SQL-v0": "sql",
-                "tir/AutoTIR-v0": "math"}
+                "tir/AutoTIR-v0": "math", "tir/ToolUse-v0": "qa"}
 #: the env arguments the shipped suites of each env run with
 _ENV_KWARGS = {"tir/MathCode-v0": {"protocol": "torl", "extraction": "fallback"}}
 

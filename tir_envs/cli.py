@@ -21,8 +21,8 @@ from benchmarks import cli as bench_cli
 from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
 from tir_envs.rollout import cli as rollout_cli
+from tir_envs.serving import cli as serve_cli
 from tir_envs.tools.search import cli as index_cli
-from tir_envs.tools.search import serve_cli
 from tir_envs.viewer import cli as view_cli
 
 # subcommand -> module exposing add_parser(subparsers)

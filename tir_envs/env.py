@@ -96,9 +96,11 @@ class TIREnv(gym.Env):
     names an env built from parts without a subclass (recorded on every trajectory).
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
-    reset, whoever calls it), ``build_prompt``, ``is_final``, ``answer``, ``outcome``/
-    ``aoutcome`` (only for an outcome that needs more than the reward part), ``turn_reward``,
-    ``extra_reward``, ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close`` and their async twins are final.
+    reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
+    for an outcome that needs more than the reward part), ``turn_reward``, ``extra_reward``,
+    ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
+    and their async twins are final.
     """
 
     # text frames; Gymnasium's checker warns on any render mode without an fps
@@ -212,6 +214,16 @@ class TIREnv(gym.Env):
         """Check or prepare the task an episode is about to run, before its prompt is rendered
         (raise to refuse it).  Runs on every reset, sync or async, whoever the caller."""
 
+    async def aon_reset(self, task: Task) -> None:
+        """``on_reset`` for a reset that does I/O (a remote env's own reset): start with
+        ``await needs_loop()`` before it.  Default: ``on_reset``."""
+        self.on_reset(task)
+
+    def tools_ended(self, results: list[ToolResult]) -> bool:
+        """Whether this turn's tool results end the episode (a remote env said it is done).
+        Default: never; the protocol decides from the action."""
+        return False
+
     def on_close(self) -> None:
         """Release what the env owns (tools it built, pools), after the open sessions are
         closed.  Runs on ``close``/``aclose``."""
@@ -293,7 +305,7 @@ class TIREnv(gym.Env):
         await self.aend_episode()
         self._done = True  # until this reset succeeds, no episode is running
         task = self._pick_task(options or {})
-        self.on_reset(task)
+        await self.aon_reset(task)
         prompt_ids = self.codec.encode(self.build_prompt(task))
         if len(prompt_ids) >= self.max_total_tokens:
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
@@ -480,7 +492,7 @@ class TIREnv(gym.Env):
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = act.final and not act.cut
+        terminated = (act.final and not act.cut) or (bool(results) and self.tools_ended(results))
         truncated = False
         if terminated:
             traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
