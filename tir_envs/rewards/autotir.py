@@ -15,6 +15,13 @@ budget; unparseable calls are not invocations) against the task's ground-truth t
   * no tool at all on a knowledge or math task: ``no_tool`` (default 0: no credit for tool use,
     no penalty; the paper does not say);
   * a domain where tool use is free (no ground-truth tool): 1.
+``output_reward`` says how ``r_out`` enters the total:
+  * ``"paper"`` (default, the paper's eq. 5): ``max(0.1, f_eva)`` when the final response is
+    correctly formatted (it holds a ``\\boxed{}`` answer: in its last ``<answer>`` block when it
+    has one), else 0: a boxed wrong answer still earns the 0.1 floor, an unboxed right one
+    earns nothing;
+  * ``"plain"``: ``f_eva`` as scored, whatever the format (this library's reading before
+    issue 33).
 Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]``.
 """
 
@@ -27,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.choice import ChoiceReward
 from tir_envs.rewards.ifeval import IFEvalReward
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.rewards.math.extract import boxed_spans, extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.rewards.qa import exact_match, f1, gold_list
@@ -38,6 +45,9 @@ if TYPE_CHECKING:
     from tir_envs.trajectory import Trajectory
 
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")
+OUTPUT_REWARDS = ("paper", "plain")
+#: eq. 5's floor: a correctly formatted output earns at least this much
+FORMAT_FLOOR = 0.1
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
@@ -56,6 +66,20 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     if blocks:
         return blocks[-1].strip() or None
     return (response or None) if domain == "instruction" else None
+
+
+def is_formatted(actions: Sequence[str]) -> bool:
+    """Whether the final response is formatted as AutoTIR asks: a complete ``\\boxed{}``
+    answer, inside the last ``<answer>`` block when the response has one (``<think>`` blocks
+    never count)."""
+    response = final_response(actions)
+    blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
+    return bool(boxed_spans(blocks[-1] if blocks else response))
+
+
+def formatted_output_reward(f_eva: float, formatted: bool, floor: float = FORMAT_FLOOR) -> float:
+    """AutoTIR's eq. 5: ``max(floor, f_eva)`` for a formatted output, else 0."""
+    return max(floor, f_eva) if formatted else 0.0
 
 
 def _instruction_response(actions: Sequence[str]) -> str:
@@ -90,8 +114,12 @@ class AutoTIRReward:
     no_tool: float = 0.0
     grader: GraderPool | None = None
     tools: tuple[str, ...] = ("search", "python")
+    output_reward: str = "paper"
 
     def __post_init__(self) -> None:
+        if self.output_reward not in OUTPUT_REWARDS:
+            raise ValueError(f"output_reward must be one of {OUTPUT_REWARDS} ('paper': eq. 5, "
+                             f"max(0.1, f) when boxed else 0), got {self.output_reward!r}")
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
         self._ifeval = IFEvalReward("strict", extract=_instruction_response)
         self._choice = ChoiceReward()
@@ -137,8 +165,13 @@ class AutoTIRReward:
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
         trajectory.metadata["tool_selection"] = tool_selection(counts, ground_truth)
-        components = {**out.components, "r_act": act, "r_out": out.value,
+        r_out, extra = out.value, {}
+        if self.output_reward == "paper":
+            formatted = is_formatted(actions)
+            r_out = formatted_output_reward(out.value, formatted)
+            extra = {"f_eva": out.value, "formatted": float(formatted)}
+        components = {**out.components, "r_act": act, "r_out": r_out, **extra,
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
-        value = self.w_act * act + self.w_out * out.value
+        value = self.w_act * act + self.w_out * r_out
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
                             answer=out.answer)
