@@ -191,7 +191,7 @@ def list_command(args: argparse.Namespace) -> int:
 
     for suite in SUITES.values():
         parts = ", ".join(f"{p.name} ({p.count})" for p in suite.parts)
-        print(f"{suite.name:13s} {suite.env_id:18s} {suite.count:5d} items: {parts}")
+        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}")
         licenses = dict.fromkeys(p.license for p in suite.parts if p.license)
-        print(f"{'':13s} license: {'; '.join(licenses) or 'see SOURCES.md beside the data'}")
+        print(f"{'':10s} license: {'; '.join(licenses) or 'see SOURCES.md beside the data'}")
     return 0

@@ -121,3 +121,13 @@ def test_openai_spreads_requests_over_several_endpoints_with_the_same_samples(tm
     b = RunStore(tmp_path / "two").suite_records("gsm8k")
     assert [r["trajectory"]["token_ids"] for r in a] == [r["trajectory"]["token_ids"] for r in b]
     assert all(r["tool_calls"] == 1 and r["answered"] for r in a)
+
+
+def test_bench_list_shows_each_suites_license(capsys):
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for suite, license in [("amc23", "MIT"), ("minerva_math", "CC BY-NC-SA 4.0"),
+                           ("olympiadbench", "OpenBMB"), ("hmmt_feb2025", "HMMT"),
+                           ("theoremqa", "TIGER-AI-Lab"), ("spider", "CC BY-SA 4.0")]:
+        at = next(i for i, line in enumerate(out) if line.startswith(f"{suite} "))
+        assert "license:" in out[at + 1] and license in out[at + 1], (suite, out[at + 1])
