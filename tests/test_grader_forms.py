@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tir_envs.data.math import load_math_tasks
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.rewards.math import GraderPool
 from tir_envs.rewards.math.forms import as_bool, as_option, list_items, strip_unit
 from tir_envs.rewards.math.reward import MathReward

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.protocols.zerotir import ZeroTIRProtocol
 from tir_envs.rewards.math import GraderPool

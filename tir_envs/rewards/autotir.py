@@ -31,17 +31,18 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from tir_envs.formats.boxed import boxed_spans
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.choice import ChoiceReward
 from tir_envs.rewards.ifeval import IFEvalReward
-from tir_envs.rewards.math.extract import boxed_spans, extract_final_answer
+from tir_envs.rewards.math.extract import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.rewards.qa import exact_match, f1, gold_list
 from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")

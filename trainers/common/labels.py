@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from trainers.common.env_config import EnvConfig
 
 
