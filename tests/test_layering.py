@@ -79,8 +79,12 @@ def source_files() -> list[Path]:
 
 
 def part(module: str) -> str:
-    """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package."""
+    """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package;
+    ``benchmarks.perf`` (measurement scripts, not shipped: they may time any part, trainers
+    included) is a part of its own, on top of everything."""
     bits = module.split(".")
+    if bits[:2] == ["benchmarks", "perf"]:
+        return "benchmarks.perf"
     return ".".join(bits[:2]) if bits[0] == "tir_envs" and len(bits) > 1 else bits[0]
 
 

@@ -224,3 +224,28 @@ def test_failed_and_empty_episodes_reach_trl_flagged():
     assert out["env_reward"] == [None, -1.0]
     assert out["tir_infra_failed"] == [1.0, 0.0] and out["tir_empty"] == [0.0, 1.0]
     assert out["tir_unfinished"] == [1.0, 0.0]
+
+
+def test_the_example_script_runs_on_a_cpu_with_its_own_defaults(tmp_path, qwen_tok):
+    """``python -m trainers.trl.train`` as the docs show it, on a CPU, with no ``--grpo``
+    precision flags: the script picks bf16 off and ``use_cpu`` itself (TRL's bf16 default is
+    refused on a CPU), and trains on a training file."""
+    from trainers.common.training_data import main as training_data
+    from trainers.trl.dataset import main as write_dataset
+    from trainers.trl.train import main as train, model_dtype
+
+    model = tmp_path / "model"
+    tiny_qwen2(qwen_tok).save_pretrained(model)
+    qwen_tok.save_pretrained(model)
+    tasks, data = tmp_path / "math_train.jsonl", tmp_path / "train.jsonl"
+    assert training_data(["math", "--n", "4", "--out", str(tasks)]) == 0
+    assert write_dataset(["--env", "tir/MathCode-v0", "--tasks", str(tasks),
+                          "--out", str(data)]) == 0
+    grpo = {"per_device_train_batch_size": 2, "max_completion_length": 8, "report_to": [],
+            "save_strategy": "no", "logging_steps": 1}
+    assert train(["--env", "tir/MathCode-v0", "--env-kwargs",
+                  json.dumps({"protocol": "torl", "tasks": str(tasks)}), "--model", str(model),
+                  "--data", str(data), "--steps", "1", "--num-generations", "2",
+                  "--output-dir", str(tmp_path / "run"), "--grpo", json.dumps(grpo)]) == 0
+    assert model_dtype({"bf16": True}) == torch.bfloat16
+    assert model_dtype({"bf16": False}) == torch.float32
