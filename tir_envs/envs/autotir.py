@@ -18,10 +18,8 @@ from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.autotir import AutoTIRProtocol
 from tir_envs.rewards.autotir import AutoTIRReward
-from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.task import Task
-from tir_envs.trajectory import Trajectory
 
 
 class AutoTIREnv(TIREnv):
@@ -54,20 +52,18 @@ class AutoTIREnv(TIREnv):
     ):
         reject_wiring(kwargs, "AutoTIREnv", "Pass retriever=/search_backend= and backend=.")
         config = pop_tool_config(kwargs, "search", "python")
-        self.reward = reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool, grader,
-                                                output_reward=output_reward)
         tools = [config["search"].build(), config["python"].build("full")]
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=AutoTIRProtocol(),
-                         tools=tools, **kwargs)
+                         tools=tools,
+                         reward=reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool,
+                                                        grader, output_reward=output_reward),
+                         **kwargs)
         _check_domains(self.tasks)
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         if source.endswith((".jsonl", ".jsonl.gz", ".parquet")):
             return super().load_tasks(source)
         return load_autotir_tasks(source)
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        return self.reward(task, trajectory, actions)
 
     def on_reset(self, task: Task) -> None:
         _check_domains([task])  # a task given at reset, too: every caller runs this

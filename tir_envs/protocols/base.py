@@ -63,6 +63,8 @@ class EpisodeState:
     calls_used: dict[str, int] = field(default_factory=dict)
     done: bool = False
     notes: list[str] = field(default_factory=list)
+    #: the final answer, read by the protocol once when the episode ends (``None`` before)
+    answer: Any = None
 
     def calls_left(self, tool: str) -> int | None:
         """Executions of ``tool`` still allowed (``None``: unlimited)."""
