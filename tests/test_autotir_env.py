@@ -190,7 +190,7 @@ def test_multiple_choice(make, qwen_tok):
     _, traj = run(env, qwen_tok, ["<think>7 is prime.</think> \\boxed{C}"])
     assert traj.reward == pytest.approx(1.0) and traj.answer == "C"
     _, traj = run(env, qwen_tok, ["\\boxed{B} or \\boxed{C}"])  # hedging chooses nothing
-    assert traj.reward == pytest.approx(0.19) and not traj.answered  # boxed: eq. 5's floor
+    assert traj.reward == pytest.approx(0.1) and not traj.answered  # no answer: no floor
 
 
 def test_budget_exhaustion_ends_truncated_with_no_outcome(make, qwen_tok):
