@@ -74,8 +74,8 @@ def _autotir_case(qwen_tok):
                   {"id": "add", "question": "What is 2 + 2?", "answer": "4", "meta": python}],
         "script": ["<think>Too big by hand.</think>\n<code>print(123456789 * 987654321)</code>",
                    f"<answer> The final answer is \\boxed{{{product}}} </answer>"],
-        # 0.1 * r_act (the right tool) + 0.9 * r_out (the answer)
-        "rewards": [1.0, 1.0, 0.1, 0.1],
+        # 0.1 * r_act (the right tool) + 0.9 * r_out (eq. 5: a boxed wrong answer earns 0.1)
+        "rewards": [1.0, 1.0, 0.19, 0.19],
         "observation": product,
     }
 

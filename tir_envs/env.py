@@ -90,6 +90,9 @@ class TIREnv(gym.Env):
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
         action longer than what is left is cut to fit (the turn notes say how much).
+      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
+        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
+        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
@@ -124,6 +127,7 @@ class TIREnv(gym.Env):
         max_calls_per_turn: int | None = None,
         max_obs_tokens: int | None = None,
         max_total_tokens: int | None = None,
+        max_response_tokens: int | None | bool = None,
         system_prompt: str | None = None,
         chat: bool | None = None,
         use_tools: bool = True,
@@ -149,6 +153,9 @@ class TIREnv(gym.Env):
             else max_total_tokens
         check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
                            max_total_tokens=self.max_total_tokens)
+        self.max_response_tokens = _response_budget(b.max_response_tokens if
+                                                     max_response_tokens is None
+                                                     else max_response_tokens)
         check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
         self.max_calls_per_turn = max_calls_per_turn
@@ -583,7 +590,12 @@ class TIREnv(gym.Env):
 
     def _tokens_left(self) -> int:
         t = self.trajectory
-        return self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids) if t else 0
+        if not t:
+            return 0
+        left = self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids)
+        if self.max_response_tokens is not None:
+            left = min(left, self.max_response_tokens - len(t.token_ids))
+        return left
 
     # ------------------------------------------------------------------ sessions
     async def aend_episode(self) -> None:
@@ -646,3 +658,13 @@ def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[s
     return {**result.metadata, "tool": call.name, "status": result.status.value,
             "latency_s": result.latency_s, "chars": len(result.text),
             "executed": bool(flags.pop("executed", False)), **flags}
+
+
+def _response_budget(value: int | None | bool) -> int | None:
+    """``max_response_tokens`` checked: a positive int, or ``None``/``False`` for no cap."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_response_tokens must be a positive int, or False for no response "
+                         f"cap beside max_total_tokens; got {value!r}")
+    return value
