@@ -21,9 +21,7 @@ standalone prompt and executes no tool.
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -62,6 +60,8 @@ class Part:
         """The file: inside the package, or an absolute path (a custom suite's)."""
         if Path(self.file).is_absolute():
             return Path(self.file)
+        from importlib import resources  # here: `bench list` runs without it
+
         return Path(str(resources.files("tir_envs").joinpath(self.file)))
 
     def tasks(self) -> list[Task]:
@@ -133,6 +133,8 @@ def _with_meta(task: Task, meta: Mapping[str, Any]) -> Task:
 
 @functools.lru_cache(maxsize=64)
 def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
