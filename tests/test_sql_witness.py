@@ -74,7 +74,7 @@ def test_a_gold_no_copy_can_give_a_row_is_ungradable_never_paid(tmp_path):
     task = Task("toy/1", "Nothing, ever.", "SELECT name FROM t WHERE 1 = 0", {"db_path": str(db)})
     result = _solve(task, "SELECT name FROM t WHERE 0")
     assert result.correct is None and result.value == 0.0
-    assert result.components["unwitnessed"] == 1.0 and result.answered
+    assert result.components["unwitnessed"] == 1.0 and result.answered and result.infra_failed
 
 
 def test_witness_copies_leave_the_database_untouched_and_refuse_writes(tmp_path):

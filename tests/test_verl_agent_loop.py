@@ -183,8 +183,10 @@ def test_the_example_configs_compose_with_verls_own(tmp_path):
         if kwargs.get("retriever", "") is None:  # the example leaves the index to the user
             kwargs["retriever"] = search_index(str(tmp_path / "index"))
         env = tir_envs.make(env_config.env_id, **kwargs)
-        # the env's whole budget fits the response: no episode is ever cut to verl's shapes
-        assert rollout.response_length >= env.unwrapped.max_total_tokens
+        # the env's whole episode budget fits the response: no episode is ever cut to verl's
+        # shapes (ToRL budgets the response itself: max_response_tokens)
+        inner = env.unwrapped
+        assert rollout.response_length >= (inner.max_response_tokens or inner.max_total_tokens)
         env.close()
 
 
@@ -344,3 +346,29 @@ def test_verls_default_trainer_resolves_from_the_verl_extra(tmp_path, qwen_tok):
 
     trainer = get_trainer_cls(with_defaults.trainer.v1.trainer_mode)
     assert trainer.__module__.startswith("verl.trainer.ppo.v1")
+
+
+def test_every_documented_launch_composes_with_verls_config_and_resolves_its_trainer():
+    """Each ``main_ppo`` command of docs/verl.md (1 and 8 GPUs, 7B, two nodes, async) composes
+    with verl 0.9.1's own config plus its overrides, names a training file that is not its
+    validation file, and resolves the trainer its mode names."""
+    from hydra import compose, initialize_config_dir
+
+    from tests.launch_docs import commands
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    launches = commands("verl.md", "verl.trainer.main_ppo")
+    assert len(launches) >= 5
+    shapes, modes = set(), set()
+    for argv in launches:
+        name = next(a.split("=", 1)[1] for a in argv if a.startswith("--config-name="))
+        overrides = [a for a in argv if not a.startswith("--")]
+        with initialize_config_dir(config_dir=str(ROOT / "trainers" / "verl" / "configs"),
+                                   version_base=None):
+            cfg = compose(name, overrides=overrides)
+        assert cfg.data.train_files != cfg.data.val_files, argv
+        assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "tir_agent"
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)
+        shapes.add((cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node))
+        modes.add(cfg.trainer.v1.trainer_mode)
+    assert {(1, 1), (1, 8), (2, 8)} <= shapes and "colocate_async" in modes

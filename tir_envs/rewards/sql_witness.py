@@ -10,7 +10,8 @@ fresh values (so ``NOT IN`` finds outsiders), a few seeds each.  The prediction 
 the gold's rows on every copy (as a multiset, columns in any order), and at least one copy
 must give the gold rows: a *witness*.  Where no copy gives the gold any row, the task cannot
 tell a query that read the question from one that did not: the episode is ungradable
-(``correct=None``), never paid.  This is the idea of Spider's test-suite databases (several
+(``correct=None``, flagged ``infra_failed`` like a failing gold: the task's fault), never
+paid.  This is the idea of Spider's test-suite databases (several
 databases per schema, built by fuzzing) applied on the fly, on the engine SQLite.
 """
 

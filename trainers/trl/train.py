@@ -51,7 +51,7 @@ def model_dtype(grpo: Mapping[str, Any]) -> Any:
     return torch.bfloat16 if grpo.get("bf16") else torch.float32
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainers.trl.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", required=True)
@@ -63,14 +63,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--output-dir", default="runs/trl")
     parser.add_argument("--grpo", default="{}", help="JSON object of further GRPOConfig fields")
+    return parser
+
+
+def grpo_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``GRPOConfig`` fields a command line asks for: its flags, the machine's precision,
+    then ``--grpo`` (which overrides both)."""
+    return {"output_dir": args.output_dir, "max_steps": args.steps,
+            "num_generations": args.num_generations, "use_vllm": args.generate == "vllm",
+            **device_defaults(), **json.loads(args.grpo)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with open(args.data, encoding="utf-8") as f:
         labels = [json.loads(line)["prompt"] for line in f if line.strip()]
-    grpo = {"output_dir": args.output_dir, "max_steps": args.steps,
-            "num_generations": args.num_generations,
-            "use_vllm": args.generate == "vllm", **device_defaults(), **json.loads(args.grpo)}
+    grpo = grpo_settings(args)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=model_dtype(grpo))
     trainer = build_trainer(args.env, json.loads(args.env_kwargs), model,
                             AutoTokenizer.from_pretrained(args.model), labels,
