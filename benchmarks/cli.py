@@ -23,7 +23,10 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmarks.config import RunConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -128,23 +131,36 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(names: list[str], args: argparse.Namespace) -> dict:
-    from benchmarks.harness import run
+#: flags whose ``RunConfig`` field has another name (the others are named as their field)
+FLAG_FIELDS = {"timeout": "episode_timeout_s"}
+
+
+def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
+    """The ``RunConfig`` of a ``bench`` command line: every flag named as a field (or mapped in
+    ``FLAG_FIELDS``) fills it; ``--no-tools``, ``--env-arg``, the vllm engine flags and
+    ``--no-progress`` are read into their fields here."""
+    import dataclasses
+
+    from benchmarks.config import RunConfig
     from tir_envs.rollout.cli import parse_env_args
 
     engine_args = parse_env_args(args.engine_arg, "--engine-arg")
     for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
         if getattr(args, flag) is not None:
             engine_args[flag] = getattr(args, flag)
-    return run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
-               top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-               max_tokens=args.max_tokens, use_tools=not args.no_tools,
-               protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
-               model=args.model, api_key=args.api_key,
-               env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-               episode_timeout_s=args.timeout, progress=not args.no_progress,
-               engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
-               env=args.env, scoring=args.scoring, ray=args.ray)
+    given = {FLAG_FIELDS.get(name, name): value for name, value in vars(args).items()}
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    settings = {name: value for name, value in given.items() if name in fields}
+    settings.update(suites=tuple(names), use_tools=not args.no_tools,
+                    env_kwargs=parse_env_args(args.env_arg), engine_args=engine_args,
+                    progress=not args.no_progress)
+    return RunConfig(**settings)
+
+
+def _run(names: list[str], args: argparse.Namespace) -> dict:
+    from benchmarks.harness import run
+
+    return run(run_config(names, args))
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -41,3 +41,15 @@ def test_license_is_an_spdx_expression_with_its_file():
     assert PROJECT["license"] == "Apache-2.0"
     for name in PROJECT["license-files"]:
         assert "Apache License" in (ROOT / name).read_text()[:200]
+
+
+def test_the_perf_scripts_are_not_shipped():
+    """``benchmarks/perf/`` measures a checkout (``make perf`` runs its scripts by path); the
+    installed distribution ships ``benchmarks`` without it."""
+    from setuptools import find_packages
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]
+    shipped = find_packages(str(ROOT), include=found["include"], exclude=found["exclude"])
+    assert "benchmarks" in shipped and "tir_envs" in shipped
+    assert not [name for name in shipped if name.startswith("benchmarks.perf")]

@@ -77,9 +77,10 @@ class TIREnv(gym.Env):
     ``protocol``: a ``Protocol``; without one, the generic protocol over ``tool_format``,
     ``system_prompt`` and ``chat``.  ``reward``: a ``tir_envs.rewards.Reward`` or a function
     ``f(task, trajectory, answer) -> RewardResult``, given the protocol's answer when the
-    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a JSONL path,
-    or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the protocol's
-    standalone prompt and no tool ever runs (the "w/o tools" ablation; one action per episode).
+    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a
+    JSONL path, or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the
+    protocol's standalone prompt and no tool ever runs (the "w/o tools" ablation; one action
+    per episode).
 
     Budgets (``None``: the protocol's default):
       * ``max_turns``: the most actions in an episode.  An action at the last turn that still
@@ -98,7 +99,8 @@ class TIREnv(gym.Env):
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it), ``build_prompt``, ``is_final``, ``answer``, ``outcome``/
     ``aoutcome`` (only for an outcome that needs more than the reward part), ``turn_reward``,
-    ``extra_reward``, ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close`` and their async twins are final.
+    ``extra_reward``, ``episode_info``, ``on_close`` (release what the env owns).
+    ``reset``/``step``/``close`` and their async twins are final.
     """
 
     # text frames; Gymnasium's checker warns on any render mode without an fps
