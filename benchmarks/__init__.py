@@ -2,12 +2,20 @@
 
 ``benchmarks.run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` (or
 ``benchmarks.run(RunConfig(...))``) evaluates a policy and writes a run folder; ``tir-envs
-bench`` is the same from the command line.
+bench`` is the same from the command line.  The names are imported on first use, so
+``tir-envs bench list`` does not load the harness.
 """
 
-from benchmarks.config import RunConfig
-from benchmarks.harness import run
-from benchmarks.jobs import Job
-from benchmarks.suites import SUITES, Part, Suite, get_suite, register
+import importlib
 
+_LAZY = {"run": "benchmarks.harness", "RunConfig": "benchmarks.config", "Job": "benchmarks.jobs",
+         "SUITES": "benchmarks.suites", "Part": "benchmarks.suites",
+         "Suite": "benchmarks.suites", "get_suite": "benchmarks.suites",
+         "register": "benchmarks.suites"}
 __all__ = ["run", "RunConfig", "Job", "SUITES", "Suite", "Part", "get_suite", "register"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'benchmarks' has no attribute {name!r}")

@@ -25,6 +25,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
+from tir_envs.rollout.cli import add_import_flag
+
 if TYPE_CHECKING:
     from benchmarks.config import RunConfig
 
@@ -44,7 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="how --tasks answers are compared (default: the env's)")
     p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
                                     "(each item's gold: must score 100%%) | wrong (a fixed "
-                                    "wrong answer: must score 0)")
+                                    "wrong answer: must score 0 where there is a gold answer; "
+                                    "IFEval, which has none, scores above 0 by design)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
     p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
     p.add_argument("--seeds", type=int, default=1,
@@ -83,6 +86,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
                         "ray://host:10001; none: a local instance); the run folder stays here")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_import_flag(p)
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
     c = sub.add_parser("compare", help="two run folders side by side, with a paired test")
@@ -101,9 +105,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _suites(values: list[str], tasks: str | None = None) -> list[str]:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITES, suite_name
 
-    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    names = [suite_name(n.strip()) for v in values for n in v.split(",") if n.strip()]
     if not names and not tasks:
         raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`) or your "
                          "own tasks with --tasks FILE")
@@ -116,6 +120,9 @@ def _suites(values: list[str], tasks: str | None = None) -> list[str]:
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import RunInterrupted
 
+    from tir_envs.registry import import_modules
+
+    import_modules(args.imports)
     names = _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
@@ -183,9 +190,11 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITE_ALIASES, SUITES
 
     for suite in SUITES.values():
         parts = ", ".join(f"{p.name} ({p.count})" for p in suite.parts)
-        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}")
+        aliases = sorted(a for a, n in SUITE_ALIASES.items() if n == suite.name)
+        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}"
+              + (f" (also: {', '.join(aliases)})" if aliases else ""))
     return 0

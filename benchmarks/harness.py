@@ -63,7 +63,8 @@ def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: 
     out = []
     for suite in chosen:
         kwargs = suite.make_kwargs(use_tools, protocol, env_kwargs)
-        unknown = set(kwargs) - accepted_kwargs(env_class(suite.env_id)) - {"tokenizer"}
+        accepted = accepted_kwargs(env_class(suite.env_id))
+        unknown = set() if accepted is None else set(kwargs) - accepted - {"tokenizer"}
         if unknown:
             raise ValueError(f"suite {suite.name!r} ({suite.env_id}) takes no env argument(s) "
                              f"{sorted(unknown)}; see help({env_class(suite.env_id).__name__})")

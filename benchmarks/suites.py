@@ -245,6 +245,19 @@ SUITES["ifeval"] = Suite("ifeval", "tir/AutoTIR-v0", (AUTOTIR_PARTS["ifeval"],),
                          "IFEval: 541 prompts, strict/loose, prompt/instruction level")
 SUITES["logiqa"] = Suite("logiqa", "tir/AutoTIR-v0", (AUTOTIR_PARTS["logiqa"],), {}, (),
                          "LogiQA English test: 651 four-option questions")
+#: other names of a suite: the env datasets' own (``tir/MathCode-v0``'s ``aime2024``), so one
+#: name works on both sides (``tir-envs rollout --tasks aime24`` and ``bench --suite aime2024``)
+SUITE_ALIASES = {"aime2024": "aime24", "aime2025": "aime25", "aime_2024": "aime24",
+                 "aime_2025": "aime25", "math-500": "math500", "math_500": "math500",
+                 "gsm8k_test": "gsm8k", "2wiki_500": "2wiki", "musique_500": "musique",
+                 "nq_open": "nq", "hotpotqa_distractor": "hotpotqa"}
+
+
+def suite_name(name: str) -> str:
+    """The suite's one name (an alias such as ``aime2024`` gives ``aime24``)."""
+    return SUITE_ALIASES.get(name, SUITE_ALIASES.get(name.lower(), name))
+
+
 SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.values()), {}, (),
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
 
@@ -272,15 +285,20 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
                  sha256: str | None = None, count: int | None = None) -> Suite:
     """A suite over one's own task file (``--tasks FILE``, ``--suite custom:FILE``), pinned like
     a shipped part: by the file's sha256 and item count (``sha256``/``count``: the pins of an
-    earlier session of the run; by default, the file as it is now)."""
-    from tir_envs.registry import ENV_SPECS
+    earlier session of the run; by default, the file as it is now).  It is named by the file's
+    name and content hash (``custom_name``); a run's ``run.json`` keeps where the file was."""
+    from tir_envs.registry import is_env_id, known_ids
 
     path = Path(file).expanduser().resolve()
     env_id = env_id or "tir/MathCode-v0"
-    if env_id not in ENV_SPECS:
+    if sha256 is None and not is_env_id(env_id):  # a run's pins name an env checked then
         raise ValueError(f"unknown env {env_id!r} for custom tasks; envs: "
-                         f"{', '.join(sorted(ENV_SPECS))}")
+                         f"{', '.join(known_ids())} (your own env: gymnasium.register it and "
+                         "pass --import MODULE)")
     scoring = scoring or _ENV_SCORING.get(env_id)
+    if scoring is None:
+        raise ValueError(f"custom tasks on your own env {env_id!r}: say how answers compare "
+                         f"with scoring= (--scoring), one of {', '.join(SCORING)}")
     if scoring not in SCORING:
         raise ValueError(f"scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     if not path.is_file():
@@ -293,8 +311,15 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
     part = Part(path.stem, str(path), int(count or 0), sha256,
                 lambda: _load_custom(path, env_id), scoring)
     options = ("protocol",) if env_id == "tir/MathCode-v0" else ()
-    return Suite(f"{CUSTOM}{path}", env_id, (part,), dict(_ENV_KWARGS.get(env_id, {})), options,
-                 f"custom tasks from {path}")
+    return Suite(custom_name(path, sha256), env_id, (part,),
+                 dict(_ENV_KWARGS.get(env_id, {})), options, f"custom tasks from {path}")
+
+
+def custom_name(path: Path, sha256: str) -> str:
+    """A custom suite's name: the file's name and the start of its content hash, never its
+    folder, so the same file anywhere is the same benchmark (``bench compare`` pairs it) and
+    an edited file is another one."""
+    return f"{CUSTOM}{path.name}@{sha256[:12]}"
 
 
 def custom_pin(suite: Suite) -> dict[str, Any]:
@@ -309,6 +334,7 @@ def get_suite(name: str) -> Suite:
     the known suites."""
     if name.startswith(CUSTOM) and name not in SUITES:
         return custom_suite(name[len(CUSTOM):])
+    name = suite_name(name)
     if name not in SUITES:
         raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}, or "
                        "custom:FILE for your own tasks")

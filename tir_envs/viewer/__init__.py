@@ -10,12 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tir_envs.viewer.page import page_data, render_page
-from tir_envs.viewer.pieces import TokenPieces
-from tir_envs.viewer.sources import Episode, ViewSourceError, load_episodes
+import importlib
 
+#: names imported on first use (``tir-envs view --help`` reads only ``tir_envs.viewer.cli``)
+_LAZY = {"page_data": "page", "render_page": "page", "TokenPieces": "pieces",
+         "Episode": "sources", "ViewSourceError": "sources", "load_episodes": "sources"}
 __all__ = ["Episode", "TokenPieces", "ViewSourceError", "load_episodes", "page_data",
            "render_page", "write_page"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"tir_envs.viewer.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'tir_envs.viewer' has no attribute {name!r}")
 
 
 def write_page(source: str | Path, out: str | Path | None = None, tokenizer: Any = None,
@@ -24,6 +31,8 @@ def write_page(source: str | Path, out: str | Path | None = None, tokenizer: Any
     else beside the file) and return its path.  ``tokenizer``: the one the ledger's ids belong
     to (default: the run's ``tokenizer`` setting, else the bundled Qwen2.5)."""
     from tir_envs.tokenizer import load_tokenizer
+    from tir_envs.viewer.page import render_page
+    from tir_envs.viewer.sources import load_episodes
 
     src = Path(source)
     episodes, settings = load_episodes(src)

@@ -109,6 +109,7 @@ class GRPOTrainer:
         self.logger = MetricsLogger(self.out_dir, c.train.tensorboard, c.train.wandb_project,
                                     c.to_dict())
         self.logger.truncate_after(self.step)
+        self._set_aside_dumps_after(self.step)
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self):
@@ -185,6 +186,7 @@ class GRPOTrainer:
         c = self.config
         t0 = time.perf_counter()
         self._generated, self._round = 0, 0
+        self._stamp_policy_version()
         budget = self._apply_context_budget()
         filled = fill_batch(self._rollout, c.rollout.tasks_per_step, self._keep_rule(),
                             c.algorithm.max_refill_rounds, c.algorithm.oversample)
@@ -211,6 +213,21 @@ class GRPOTrainer:
             self._dump_rollouts(filled.sampled)
         self.history.append({"step": self.step, **metrics})
         return self.history[-1]
+
+    def _set_aside_dumps_after(self, step: int) -> None:
+        """On resume: rollout dumps of steps past the checkpoint belong to a run that is being
+        redone, so they move to ``rollouts/superseded/`` (kept, never mixed with the steps the
+        resumed run writes, which the viewer reads from ``rollouts/``)."""
+        folder = self.out_dir / "rollouts"
+        stale = [f for f in folder.glob("step_*.jsonl") if _dump_step(f) > step]
+        if not stale:
+            return
+        aside = folder / "superseded"
+        aside.mkdir(exist_ok=True)
+        for f in stale:
+            f.replace(aside / f.name)
+        say(f"moved {len(stale)} rollout dump(s) of steps after {step} to {aside} (the resumed "
+            "run writes those steps again)")
 
     def _dump_rollouts(self, groups: list[Group]) -> None:
         """Every trajectory of this step, kept or filtered out, for ``tir-envs view``."""
@@ -377,6 +394,14 @@ class GRPOTrainer:
                     batch.ref_logprobs[idx, :width] = lp.float().cpu()
 
     # ------------------------------------------------------------------ weights
+    def _stamp_policy_version(self) -> None:
+        """The weights about to sample are those after ``self.step`` updates: the policy says so
+        to every episode it generates for (``trajectory.metadata["policy_version"]``)."""
+        try:
+            self.policy.version = self.step
+        except AttributeError:  # a policy object that takes no attributes: versions unknown
+            pass
+
     def sync_weights(self) -> None:
         """Push the trained weights to a generator that holds its own copy (vLLM)."""
         if getattr(self.policy, "model", None) is self.model:
@@ -392,6 +417,12 @@ class GRPOTrainer:
         closer = getattr(self.policy, "close", None)
         if closer is not None:
             closer()
+
+
+def _dump_step(path: Path) -> int:
+    """The step of a ``step_NNNNN.jsonl`` dump (-1 for any other name)."""
+    digits = path.stem.removeprefix("step_")
+    return int(digits) if digits.isdigit() else -1
 
 
 def say(message: str) -> None:

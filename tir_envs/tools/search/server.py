@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from tir_envs.tools.search.retriever import Retriever
+from tir_envs.tools.search.serve_args import LOOPBACK, add_arguments
 
-LOOPBACK = "127.0.0.1"
 MAX_BATCH = 4096
 
 
@@ -106,18 +106,6 @@ async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
     finally:
         await runner.cleanup()
         retriever.close()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--index", required=True,
-                        help="index folder (built by `tir-envs index build`, or any Lucene index)")
-    parser.add_argument("--host", default=LOOPBACK,
-                        help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    parser.add_argument("--topk", type=int, default=3, help="documents per query by default")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="search threads per batch (Lucene backend)")
-    parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -63,5 +63,11 @@ class SearchTool(Tool):
         return ToolResult(format_hits(hits), ToolStatus.OK,
                           metadata={"query": query, "docids": [h.docid for h in hits]})
 
+    async def warm_up(self) -> None:
+        """Open the retriever (JVM, index) and run one query, off the event loop: a cold
+        index otherwise lands seconds on the first episodes' calls and latency figures."""
+        retriever = self._retriever or await asyncio.to_thread(lambda: self.retriever)
+        await asyncio.wait_for(retriever.asearch("warm up", 1), self.timeout_s)
+
     def close(self) -> None:
         """Nothing to release here: shared retrievers live for the process."""

@@ -152,7 +152,7 @@ class Interpreter:
     def _reply(self, kind, value, exc, limit, start, cpu0) -> dict:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         out, err = self._streams(limit)
-        reply = {"op": "result", "kind": kind, "stdout": out[0], "stderr": err[0],
+        reply = {"op": protocol.Op.RESULT, "kind": kind, "stdout": out[0], "stderr": err[0],
                  "truncated": bool(out[1] or err[1]), "value": None, "error": None,
                  "error_last_line": None, "duration_s": time.perf_counter() - start,
                  "cpu_s": _cpu_seconds() - cpu0}
@@ -211,9 +211,9 @@ def _setup(sock, req: dict, context: dict) -> bool:
                           context.get("shared_nproc", False))
         info = context["prepare"](fresh)
     except (OSError, ValueError) as e:
-        protocol.send(sock, {"op": "setup_error", "error": str(e)})
+        protocol.send(sock, {"op": protocol.Op.SETUP_ERROR, "error": str(e)})
         os._exit(5)
-    protocol.send(sock, {"op": "setup_ok", **info})
+    protocol.send(sock, {"op": protocol.Op.SETUP_OK, **info})
     return fresh
 
 
@@ -229,20 +229,20 @@ def serve(sock, context: dict) -> None:
     interp = Interpreter()
     interp.install_signal_handlers()
     stop_others = context.get("stop_others", False)
-    protocol.send(sock, {"op": "ready", "pid": os.getpid(), **context.get("info", {})})
+    protocol.send(sock, {"op": protocol.Op.READY, "pid": os.getpid(), **context.get("info", {})})
     fresh = None
     while True:
         try:
             req = protocol.recv(sock)
         except (OSError, protocol.ProtocolError, ValueError):
             os._exit(3)
-        if req is None or req.get("op") == "exit":
+        if req is None or req.get("op") == protocol.Op.EXIT:
             os._exit(0)
         if fresh is None:
-            if req.get("op") == "setup":
+            if req.get("op") == protocol.Op.SETUP:
                 fresh = _setup(sock, req, context)
             continue
-        if req.get("op") != "run":
+        if req.get("op") != protocol.Op.RUN:
             continue
         nonce = int(req.get("nonce", 0))
         code, limit = str(req.get("code", "")), int(req.get("max_chars", 10_000))

@@ -325,11 +325,11 @@ class Zygote:
         enforced = False
         try:
             hello = protocol.recv(host)
-            if hello and hello.get("op") == "ready":
-                protocol.send(host, {"op": "setup", "limits": {}})
+            if hello and hello.get("op") == protocol.Op.READY:
+                protocol.send(host, {"op": protocol.Op.SETUP, "limits": {}})
                 setup = protocol.recv(host)
                 hello["seccomp"] = bool(setup and setup.get("seccomp"))
-                protocol.send(host, {"op": "run", "code": NPROC_PROBE, "max_chars": 100,
+                protocol.send(host, {"op": protocol.Op.RUN, "code": NPROC_PROBE, "max_chars": 100,
                                      "nonce": 1})
                 body = protocol.recv_body(host, protocol.result_frame_cap(100))
                 reply = protocol.decode_result(body or b"", protocol.field_cap(100))
@@ -342,7 +342,7 @@ class Zygote:
         except OSError:
             pass
         _, status = os.waitpid(pid, 0)
-        if not hello or hello.get("op") != "ready":
+        if not hello or hello.get("op") != protocol.Op.READY:
             code = os.waitstatus_to_exitcode(status)
             raise RuntimeError(f"sandbox self-test failed (keeper exit {code}): {hello}")
         return {"proc": hello.get("proc", True), "userns_locked": hello.get("userns_locked"),
@@ -510,7 +510,7 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *a: None)
         sel.register(self.ctrl, selectors.EVENT_READ)
         sel.register(wake_r, selectors.EVENT_READ)
-        self.send({"op": "ready", **self.info})
+        self.send({"op": protocol.Op.READY, **self.info})
         next_sweep = time.monotonic() + 1.0
         while True:
             timeout = 1.0
@@ -539,30 +539,30 @@ class Zygote:
             self._shutdown()
         msg = json.loads(data)
         op = msg.get("op")
-        if op == "spawn":
+        if op == protocol.Op.SPAWN:
             self._spawn(msg["sid"], fds, msg.get("uid"))
-        elif op == "signal":
+        elif op == protocol.Op.SIGNAL:
             for fd in fds:
                 os.close(fd)
             self._signal(msg["sid"], msg.get("sig", "TERM"))
-        elif op == "exit":
+        elif op == protocol.Op.EXIT:
             self._shutdown()
 
     def _spawn(self, sid: int, fds: list[int], uid: int | None = None) -> None:
         """``fds``: the session's socket, then the ``cgroup.procs`` files it must join."""
         if not fds:
-            self.send({"op": "spawn_failed", "sid": sid, "error": "expected a socket"})
+            self.send({"op": protocol.Op.SPAWN_FAILED, "sid": sid, "error": "expected a socket"})
             return
         try:
             pid = self._fork_session(fds[0], sid, fds[1:], uid)
         except OSError as e:
             for fd in fds:
                 os.close(fd)
-            self.send({"op": "spawn_failed", "sid": sid, "error": str(e)})
+            self.send({"op": protocol.Op.SPAWN_FAILED, "sid": sid, "error": str(e)})
             return
         self.sessions[pid] = sid
         self.by_sid[sid] = pid
-        self.send({"op": "spawned", "sid": sid})
+        self.send({"op": protocol.Op.SPAWNED, "sid": sid})
 
     def _signal(self, sid: int, sig: str) -> None:
         pid = self.by_sid.get(sid)
@@ -599,7 +599,8 @@ class Zygote:
             if sid is None:
                 continue
             self.by_sid.pop(sid, None)
-            msg = {"op": "exited", "sid": sid, "code": None, "signal": None, "keeper_signal": None}
+            msg = {"op": protocol.Op.EXITED, "sid": sid, "code": None, "signal": None,
+                   "keeper_signal": None}
             if os.WIFSIGNALED(status):
                 msg["keeper_signal"] = os.WTERMSIG(status)
             else:
@@ -642,7 +643,7 @@ def main() -> None:
         zygote.setup()
     except BaseException as e:  # noqa: BLE001 - report why, then stop
         try:
-            zygote.send({"op": "failed", "error": f"{type(e).__name__}: {e}"})
+            zygote.send({"op": protocol.Op.FAILED, "error": f"{type(e).__name__}: {e}"})
         finally:
             os._exit(1)
     zygote.serve()
