@@ -36,6 +36,7 @@ from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
+from tir_envs.status import TurnStatus
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
@@ -48,17 +49,6 @@ EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call t
 RESET_OPTIONS = ("task", "index")
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
-
-
-def _turn_status(results: Sequence[ToolResult]) -> str:
-    statuses = {r.status for r in results}
-    if ToolStatus.INFRA_ERROR in statuses:
-        return "infra_error"
-    if ToolStatus.TIMEOUT in statuses:
-        return "timeout"
-    if statuses - {ToolStatus.OK}:
-        return "tool_error"
-    return "ok"
 
 
 @dataclass
@@ -421,7 +411,7 @@ class TIREnv(gym.Env):
                       cut: int) -> list[ToolCall]:
         """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
         if final or not calls:
-            turn.status = "no_call"
+            turn.status = TurnStatus.NO_CALL
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
@@ -477,8 +467,8 @@ class TIREnv(gym.Env):
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = _turn_status(results)
-            traj.infra_failed |= turn.status == "infra_error"
+            turn.status = TurnStatus.of(r.status for r in results)
+            traj.infra_failed |= turn.status is TurnStatus.INFRA_ERROR
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
