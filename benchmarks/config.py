@@ -32,7 +32,9 @@ class RunConfig:
     ``top_k``, ``seed``, ``max_tokens``, ``seeds``.  The envs: ``use_tools``, ``protocol``,
     ``limit``, ``env_kwargs``; custom tasks: ``tasks``, ``env``, ``scoring``.  The policy's
     making: ``tokenizer``, ``model``, ``api_key``, ``engine_args``.  Execution: ``concurrency``,
-    ``episode_timeout_s``, ``ray``, ``progress``, ``report``; ``by``: report breakdowns.
+    ``episode_timeout_s``, ``ray``, ``progress``, ``report``; ``by``: report breakdowns;
+    ``preset``: the paper whose table the run is (``benchmarks.presets``; ``run.json`` records
+    it, with the preset's IFEval metric, when set).
     """
 
     suites: tuple[str, ...] = ()
@@ -62,6 +64,7 @@ class RunConfig:
     env: str | None = None
     scoring: str | None = None
     ray: str | bool | None = None
+    preset: str | None = None
 
     def __post_init__(self) -> None:
         suites = self.suites

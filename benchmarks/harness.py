@@ -40,7 +40,7 @@ from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
 
 __all__ = ["BenchmarkFailed", "Job", "RunConfig", "RunInterrupted", "check_fields",
-           "check_options", "run"]
+           "check_options", "run", "run_preset"]
 
 _UNCAPPED = 1 << 30
 
@@ -107,6 +107,8 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
         or ``"local"`` starts a local instance, an address (``auto``, ``ray://host:10001``)
         joins a cluster; the policy must be a spec string.  Records, resume and summary are
         those of a local run.
+      preset: the paper whose table this run is (``benchmarks.presets``); the settings must
+        be the preset's (``run_preset`` fills them in).  The report states it.
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -118,6 +120,14 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
         raise TypeError("run(config): pass a RunConfig alone, or the suites with policy= and the "
                         "settings as keywords")
     return _run(config)
+
+
+def run_preset(name: str, policy: Any, *, out: str | Path, **settings: Any) -> dict[str, Any]:
+    """``run`` of a paper's preset (``benchmarks.presets``): its suites and fixed settings;
+    ``settings`` are the others (``limit``, ``tokenizer``, a retriever in ``env_kwargs``...)."""
+    from benchmarks.presets import preset_config
+
+    return _run(preset_config(name, policy, out=out, **settings))
 
 
 def _run(config: RunConfig) -> dict[str, Any]:
@@ -145,6 +155,12 @@ def _run(config: RunConfig) -> dict[str, Any]:
     sampling = SamplingParams(max_tokens=config.max_tokens or _UNCAPPED, temperature=temperature,
                               top_p=top_p, top_k=config.top_k)
     record = config.record([suite.name for suite in chosen], policy_pin(config.spec), custom)
+    if config.preset is not None:  # absent without one, so folders of earlier versions resume
+        from benchmarks.presets import check_preset
+        chosen_preset = check_preset(config.preset, record["suites"], config.k, temperature,
+                                     top_p, config.protocol, config.env_kwargs)
+        record["preset"] = config.preset
+        record["ifeval_metric"] = chosen_preset.ifeval_metric
     with RunLock(out) as lock:  # another process on this folder: refused before anything else
         if lock.previous:
             warnings.warn(f"{out}: took over the lock of pid {lock.previous.get('pid')} on host "

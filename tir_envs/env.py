@@ -81,16 +81,20 @@ class TIREnv(gym.Env):
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
         action longer than what is left is cut to fit (the turn notes say how much).
+      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
+        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
+        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
     names an env built from parts without a subclass (recorded on every trajectory).
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
-    reset, whoever calls it), ``build_prompt``, ``is_final``, ``answer``, ``outcome``/
-    ``aoutcome`` (only for an outcome that needs more than the reward part), ``turn_reward``,
-    ``extra_reward``, ``episode_info``, ``on_close`` (release what the env owns).
-    ``reset``/``step``/``close`` and their async twins are final.
+    reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
+    for an outcome that needs more than the reward part), ``turn_reward``, ``extra_reward``,
+    ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
+    and their async twins are final.
     """
 
     # text frames; Gymnasium's checker warns on any render mode without an fps
@@ -114,6 +118,7 @@ class TIREnv(gym.Env):
         max_calls_per_turn: int | None = None,
         max_obs_tokens: int | None = None,
         max_total_tokens: int | None = None,
+        max_response_tokens: int | None | bool = None,
         system_prompt: str | None = None,
         chat: bool | None = None,
         use_tools: bool = True,
@@ -139,6 +144,9 @@ class TIREnv(gym.Env):
             else max_total_tokens
         check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
                            max_total_tokens=self.max_total_tokens)
+        self.max_response_tokens = _response_budget(b.max_response_tokens if
+                                                     max_response_tokens is None
+                                                     else max_response_tokens)
         check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
         self.max_calls_per_turn = max_calls_per_turn
@@ -203,6 +211,16 @@ class TIREnv(gym.Env):
     def on_reset(self, task: Task) -> None:
         """Check or prepare the task an episode is about to run, before its prompt is rendered
         (raise to refuse it).  Runs on every reset, sync or async, whoever the caller."""
+
+    async def aon_reset(self, task: Task) -> None:
+        """``on_reset`` for a reset that does I/O (a remote env's own reset): start with
+        ``await needs_loop()`` before it.  Default: ``on_reset``."""
+        self.on_reset(task)
+
+    def tools_ended(self, results: list[ToolResult]) -> bool:
+        """Whether this turn's tool results end the episode (a remote env said it is done).
+        Default: never; the protocol decides from the action."""
+        return False
 
     def on_close(self) -> None:
         """Release what the env owns (tools it built, pools), after the open sessions are
@@ -285,7 +303,7 @@ class TIREnv(gym.Env):
         await self.aend_episode()
         self._done = True  # until this reset succeeds, no episode is running
         task = self._pick_task(options or {})
-        self.on_reset(task)
+        await self.aon_reset(task)
         prompt_ids = self.codec.encode(self.build_prompt(task))
         if len(prompt_ids) >= self.max_total_tokens:
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
@@ -472,10 +490,11 @@ class TIREnv(gym.Env):
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = act.final and not act.cut
+        ended_by_tools = bool(results) and self.tools_ended(results)
+        terminated = (act.final and not act.cut) or ended_by_tools
         truncated = False
-        if terminated:
-            traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
+        if terminated:  # "answered" becomes "no_answer" once the outcome says none was given
+            traj.stop_reason = "env_done" if ended_by_tools else "answered"
         elif act.cut:
             truncated, traj.stop_reason = True, "max_tokens"
         elif len(traj.turns) >= self.max_turns:
@@ -563,7 +582,12 @@ class TIREnv(gym.Env):
 
     def _tokens_left(self) -> int:
         t = self.trajectory
-        return self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids) if t else 0
+        if not t:
+            return 0
+        left = self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids)
+        if self.max_response_tokens is not None:
+            left = min(left, self.max_response_tokens - len(t.token_ids))
+        return left
 
     # ------------------------------------------------------------------ sessions
     async def aend_episode(self) -> None:
@@ -626,3 +650,13 @@ def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[s
     return {**result.metadata, "tool": call.name, "status": result.status.value,
             "latency_s": result.latency_s, "chars": len(result.text),
             "executed": bool(flags.pop("executed", False)), **flags}
+
+
+def _response_budget(value: int | None | bool) -> int | None:
+    """``max_response_tokens`` checked: a positive int, or ``None``/``False`` for no cap."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_response_tokens must be a positive int, or False for no response "
+                         f"cap beside max_total_tokens; got {value!r}")
+    return value

@@ -25,6 +25,8 @@ ENV_SPECS: dict[str, str] = {
     "tir/Search-v0": "tir_envs.envs.search:SearchEnv",
     "tir/SQL-v0": "tir_envs.envs.sql:SQLEnv",
     "tir/AutoTIR-v0": "tir_envs.envs.autotir:AutoTIREnv",
+    "tir/ToolUse-v0": "tir_envs.envs.tool_use:ToolUseEnv",
+    "tir/OpenEnv-v0": "tir_envs.envs.openenv:OpenEnvEnv",
 }
 
 

@@ -49,6 +49,7 @@ class MathCodeEnv(TIREnv):
                  tokenizer: Any = None, tool: Tool | None = None,
                  max_tool_calls: int | None = None, max_turns: int | None = None,
                  max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
+                 max_response_tokens: int | None | bool = None,
                  reward: MathReward | None = None, correct_reward: float | None = None,
                  wrong_reward: float | None = None, exec_error_penalty: float = 0.0,
                  tool_penalties: Mapping[str, float] | None = None, tool_penalty: float = 0.0,
@@ -81,7 +82,8 @@ class MathCodeEnv(TIREnv):
             max_turns=max_turns or proto.max_turns_for(calls),
             max_tool_calls=None if calls is None else {"python": calls},
             max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
-            use_tools=use_tools, render_mode=render_mode)
+            max_response_tokens=max_response_tokens, use_tools=use_tools,
+            render_mode=render_mode)
         self.format_reward = format_reward
 
     def load_tasks(self, source: str) -> Sequence[Any]:

@@ -29,7 +29,8 @@ from typing import Any, Mapping, Sequence
 from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.status import ToolStatus
 from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
-from tir_envs.rewards.math.pool import TIMEOUT, Grade, GraderPool, default_pool
+from tir_envs.rewards.math.forms import form_correct, strip_unit
+from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
 EXTRACTIONS = ("boxed", "fallback")
@@ -103,6 +104,20 @@ class MathReward(Reward):
     def grade(self, answer: str | None, gold: Any) -> Grade:
         return (self.grader or default_pool()).grade(answer, gold_text(gold))
 
+    def grade_task(self, answer: str | None, task) -> Grade:
+        """``grade`` against the task's gold, by the task's ``answer_form`` when it has one and
+        without its ``unit`` (``tir_envs.rewards.math.forms``)."""
+        meta = getattr(task, "meta", None) or {}
+        if answer is not None and meta.get("unit"):
+            bare = strip_unit(str(answer), meta["unit"])
+            answer = answer if bare == str(answer) else bare  # a unit stripped: one value
+        form = meta.get("answer_form")
+        if form is None or answer is None:
+            return self.grade(answer, task.answer)
+        ok = form_correct(str(answer), gold_text(task.answer), form,
+                          lambda p, g: self.grade(p, g).correct)
+        return Grade(ok, QUICK, detail=f"answer_form {form}")
+
     def __call__(self, task, trajectory, actions: Sequence[str],
                  answer: str | None = None) -> RewardResult:
         """Offline grading of action texts.  ``answer`` overrides the extraction
@@ -116,7 +131,7 @@ class MathReward(Reward):
         if task.answer is None:
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
                                 answered=answer is not None, answer=answer, metadata=record)
-        grade = self.grade(answer, task.answer)
+        grade = self.grade_task(answer, task)
         outcome = self.correct_reward if grade.correct else self.wrong_reward
         parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
                  "outcome": outcome}

@@ -40,7 +40,7 @@ class CallBudget:
     reactor thread; anything near these bounds was written by the code itself."""
 
     frames: int = 8              # result frames read during one call
-    frame_caps: int = 2          # bytes read, in result frame caps (``result_frame_cap``)
+    frame_caps: float = 1.25     # bytes read, in result frame caps (``result_frame_cap``)
     host_cpu_s: float = 0.25     # the reactor's CPU for its frames after the first, and its
                                  # stops and looks after the quick ones (a normal call: none)
 
@@ -49,7 +49,7 @@ class CallBudget:
         if run.frames > self.frames:
             return f"more than {self.frames} frames"
         if run.bytes_in > self.frame_caps * protocol.result_frame_cap(run.max_chars):
-            return f"more than {self.frame_caps} result frames' worth of bytes"
+            return f"more than {self.frame_caps:g} result frames' worth of bytes"
         if run.host_cpu_s > self.host_cpu_s:
             return f"more than {self.host_cpu_s * 1000:g} ms of the host's CPU"
         return None
@@ -133,6 +133,7 @@ class SessionCalls:
             error = str(msg.get("error"))[:500] if msg else "not a setup acknowledgement"
             self._kill(handle, f"session setup failed: {error}")
             return
+        self.protections.check_setup(msg)
         handle.move(S.IDLE)
         handle.decoder.max_frame = 0  # nothing may arrive until the first request
         self._next_queued(handle)

@@ -17,7 +17,7 @@ log = logging.getLogger("tir_envs.sandbox")
 
 _WITHOUT = {"cgroups": "per-session cgroups", "freezer": "the cgroup freezer",
             "uids": "a host uid per session",
-            "seccomp": "a seccomp filter"}
+            "seccomp": "a seccomp filter", "fresh_cells": "namespaces per stateless call"}
 
 
 class Protections:
@@ -58,6 +58,14 @@ class Protections:
         self.degraded[key] = why
         log.warning("python sandbox without %s (%s): %s; see docs/sandbox.md",
                     _WITHOUT[key], why, consequence)
+
+    def check_setup(self, msg: dict) -> None:
+        """A session's setup acknowledgement says whether its stateless cells get namespaces
+        of their own (sandbox/fresh_cell.py); warn once where the kernel refused them."""
+        if msg.get("fresh_cells") is False and "fresh_cells" not in self.degraded:
+            self._degrade("fresh_cells", str(msg.get("fresh_cells_error")), "a stateless call's "
+                          "/tmp, /dev/shm, pid and IPC counters are shared with the calls before "
+                          "it")
 
     def launch_options(self) -> dict:
         """What every fork server's sessions need to know of these protections."""

@@ -17,4 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topk", type=int, default=3, help="documents per query by default")
     parser.add_argument("--threads", type=int, default=1,
                         help="search threads per batch (Lucene backend)")
+    parser.add_argument("--max-pending", type=int, default=256,
+                        help="requests searched or queued at once; past it the server answers "
+                             "503 overloaded at once (back-pressure)")
     parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
