@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tir_envs.status import TurnStatus
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("rollout", help="run episodes against a policy, write JSONL",
@@ -217,5 +219,5 @@ def failure_line(traj: Any) -> str:
     failure = traj.failure
     if failure is not None:
         return " ".join(f"{failure.kind}: {failure.message}".split())[:300]
-    bad = next((t for t in traj.turns if t.status == "infra_error"), None)
+    bad = next((t for t in traj.turns if t.status == TurnStatus.INFRA_ERROR), None)
     return f"a tool failed (infra_error) at turn {bad.index}" if bad else "flagged infra_failed"
