@@ -7,8 +7,11 @@
 Policy specs: ``hf:PATH`` (transformers, local folder), ``vllm:PATH`` (vLLM engine in process),
 ``openai:URL`` (an OpenAI-compatible server; needs ``--model``), ``scripted:FILE`` (a JSON list
 of action strings, replayed every episode), ``oracle``/``wrong`` (each task's gold, or a fixed
-wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).  The env gets the policy's tokenizer, so ids mean
-the same on both sides (``--tokenizer`` overrides; the default is the bundled Qwen2.5).
+wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).
+The env gets the policy's tokenizer, so ids mean the same on both sides (``--tokenizer``
+overrides; the default is the bundled Qwen2.5).  Your own env: ``--import MODULE`` imports the
+module that registers it.  A rerun of an interrupted command resumes it
+(``tir_envs.rollout.resume``).
 """
 
 from __future__ import annotations
