@@ -28,6 +28,7 @@ class ChatBinding:
         self.renderer, self.codec, self.role = renderer, codec, role
         self.native = False  # the protocol's tools are rendered and parsed by the family
         self._opens = False  # the context ends inside a reasoning block (a prefilled opener)
+        self.last_messages: list[Message] = []
 
     @classmethod
     def build(cls, tokenizer: Any, codec: Any, protocol: Any, renderer: Any = None,
@@ -106,6 +107,7 @@ class ChatBinding:
                         *messages[k + 1:]]
             ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
         self._opens = self._opens_reasoning(list(context_ids) + list(completion_ids) + ids)
+        self.last_messages = messages  # what was framed (after the budget's cut), for checks
         return ids, dropped
 
     def frame(self, body: str, action_text: str) -> str:
