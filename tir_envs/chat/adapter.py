@@ -53,7 +53,13 @@ class RenderersAdapter(ChatRenderer):
             kwargs["enable_thinking"] = self.thinking == "on"
         elif thinking is not None:
             raise ValueError(f"{family} has no thinking switch; leave thinking unset")
-        self.impl = renderers.create_renderer(tokenizer, getattr(configs, config_name)(**kwargs))
+        try:
+            self.impl = renderers.create_renderer(tokenizer,
+                                                  getattr(configs, config_name)(**kwargs))
+        except (AssertionError, KeyError, ValueError) as exc:
+            raise ValueError(f"the {family} renderer does not fit this tokenizer (it lacks the "
+                             f"family's special tokens: {exc}); pass the model's own tokenizer "
+                             "or another renderer=") from None
         self._tools: list[dict] | None = None
 
     def prompt_ids(self, messages: list[Message], tools: list[dict] | None = None) -> list[int]:

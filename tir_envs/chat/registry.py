@@ -31,15 +31,16 @@ def detect_family(tokenizer: Any) -> str | None:
     """The family a tokenizer belongs to, from its vocabulary (``None``: unknown)."""
     if type(tokenizer).__name__ in ("MistralCommonBackend", "MistralCommonTokenizer"):
         return "mistral"
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-    if "<|im_start|>" in vocab and "</think>" in vocab and "<tool_response>" in vocab:
-        return "qwen3"
-    if "<|start_header_id|>" in vocab and "<|eot_id|>" in vocab:
-        return "llama-3"
+    # the markers are added tokens: the added vocabulary is small (get_vocab builds 150k keys)
+    vocab = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
     if "<|observation|>" in vocab and "[gMASK]" in vocab:
         return "glm-4.5"
+    if "<|start_header_id|>" in vocab and "<|eot_id|>" in vocab:
+        return "llama-3"
     if "<\uff5cAssistant\uff5c>" in vocab:
         return "deepseek-v3"
+    if "<|im_start|>" in vocab and "</think>" in vocab and "<tool_response>" in vocab:
+        return "qwen3"
     return None
 
 

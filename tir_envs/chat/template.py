@@ -17,9 +17,20 @@ _A = "\x00ASSISTANT-{}\x00"
 _U = "\x00OBSERVATION-{}\x00"
 
 
+_PROBED: dict[tuple[int, str, str], tuple[str, str] | str] = {}
+
+
 def probe_template(tokenizer: Any, role: str) -> tuple[str, str] | str:
     """``(before, after)``, the glue around a ``role`` message, or why the template is not
-    prefix-stable for an episode's shape (user, then assistant/``role`` turns)."""
+    prefix-stable for an episode's shape (user, then assistant/``role`` turns).  Remembered
+    per tokenizer, template and role: every env of a run shares one probe."""
+    key = (id(tokenizer), str(getattr(tokenizer, "chat_template", None)), role)
+    if key not in _PROBED:
+        _PROBED[key] = _probe(tokenizer, role)
+    return _PROBED[key]
+
+
+def _probe(tokenizer: Any, role: str) -> tuple[str, str] | str:
     if not getattr(tokenizer, "chat_template", None):
         return "the tokenizer has no chat_template"
     render = tokenizer.apply_chat_template
