@@ -18,7 +18,7 @@ from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, Reasoning,
 
 #: family -> (renderers config class name, reasoning block or None, has a thinking switch)
 RENDERERS_FAMILIES: dict[str, tuple[str, Reasoning | None, bool]] = {
-    "qwen3": ("Qwen3RendererConfig", Reasoning("<think>", "</think>"), True),
+    "qwen3": ("Qwen3RendererConfig", Reasoning("<think>", "</think>"), True),  # reference only
     "llama-3": ("Llama3RendererConfig", None, False),
     "deepseek-v3": ("DeepSeekV3RendererConfig", None, False),
     "glm-4.5": ("GLM45RendererConfig", Reasoning("<think>", "</think>"), True),
@@ -71,10 +71,15 @@ class RenderersAdapter(ChatRenderer):
         before = list(context_ids) + list(completion_ids)
         out = self.impl.bridge_to_next_turn(list(context_ids), list(completion_ids),
                                             _wire(messages), tools=self._tools)
-        if out is None or out.token_ids[:len(before)] != before:
+        if out is None:
             raise RendererRefused(f"the {self.family} renderer cannot extend this turn without "
-                                  "rewriting sampled tokens (tokens after the end of turn?)")
-        return list(out.token_ids[len(before):])
+                                  "re-rendering it")
+        ids = list(out.token_ids)
+        # Sampled tokens after the end of turn (a backend that ignored the stop ids): the
+        # renderer drops them; the ledger keeps them, and the bridge goes on after them.
+        keep = next((n for n in range(min(len(ids), len(before)), -1, -1)
+                     if ids[:n] == before[:n]), 0)
+        return ids[keep:] if keep < len(before) else ids[len(before):]
 
     def stop_token_ids(self) -> tuple[int, ...]:
         return tuple(self.impl.get_stop_token_ids())

@@ -1,7 +1,7 @@
 """Which renderer a tokenizer gets: by family name (``renderer=``), else detected.
 
-Families with a renderer: ``qwen3`` (thinking on/off), ``llama-3``, ``deepseek-v3``,
-``glm-4.5`` (thinking on/off) through PyPI ``renderers``; ``mistral`` through
+Families with a renderer: ``qwen3`` (thinking on/off; our own, ``tir_envs.chat.qwen3``);
+``llama-3``, ``deepseek-v3``, ``glm-4.5`` (thinking on/off) through PyPI ``renderers``; ``mistral`` through
 ``mistral-common``; ``template``: the tokenizer's own chat template with sentinel glue, only if
 ``probe_template`` proves it prefix-stable (the bundled ChatML is).  ``gpt-oss`` is not offered:
 its Harmony encoder downloads its vocabulary at first use, which a closed machine cannot do.
@@ -58,6 +58,9 @@ def resolve_renderer(tokenizer: Any, codec: Any, renderer: Any = None,
     if thinking is not None and not FAMILIES[family]:
         raise ValueError(f"the {family} renderer has no thinking switch (thinking={thinking!r}); "
                          f"families with one: qwen3, glm-4.5")
+    if family == "qwen3":
+        from tir_envs.chat.qwen3 import Qwen3Renderer
+        return Qwen3Renderer(tokenizer, codec, thinking)
     if family in RENDERERS_FAMILIES:
         return RenderersAdapter(tokenizer, family, thinking)
     if family == "mistral":
