@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Generation, SamplingParams
+from tir_envs.task import Task
 from tir_envs.validation import check_positive_int
 
 from benchmarks.records import sample_record

@@ -15,8 +15,8 @@ import json
 import re
 from typing import Any, Iterator, Mapping
 
-from tir_envs.data.task import Task
 from tir_envs.rewards.ifeval import check_instruction, task_instructions, validate_kwargs
+from tir_envs.task import Task
 
 
 class NoResponse(ValueError):

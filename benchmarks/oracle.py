@@ -18,9 +18,9 @@ import copy
 import json
 from typing import Any, Callable, Sequence
 
-from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.rollout.scripted import ScriptedPolicy
+from tir_envs.task import Task
 
 from benchmarks.suites import Suite, get_suite
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 #: task meta copied into each record (what scoring needs besides the ledger)

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 SCORING = ("math", "qa", "sql", "choice", "ifeval")
 

@@ -10,11 +10,11 @@ import tir_envs
 from tests.fixtures.episodes import assert_interleaved, play
 from tests.search_helpers import small_index
 from tir_envs.data.autotir import autotir_train, eval_questions, load_autotir_tasks
-from tir_envs.data.task import Task
 from tir_envs.envs.autotir import AutoTIREnv
 from tir_envs.protocols.autotir import STANDALONE_PROMPT, TOOL_PROMPT
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rollout import ScriptedPolicy, collect
+from tir_envs.task import Task
 from tir_envs.tools.search import open_retriever
 from tir_envs.tools.search.formatting import format_hits
 

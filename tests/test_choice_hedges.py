@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tir_envs.data.task import Task
 from tir_envs.rewards.choice import ChoiceReward, extract_choice
+from tir_envs.task import Task
 
 HEDGES = [
     r"\boxed{A, B, C, D}", r"\boxed{ABCD}", r"\boxed{A/B/C/D}", r"\boxed{A \lor B}",

@@ -9,11 +9,11 @@ import pickle
 import pytest
 
 from tests.grader_pairs import FALLBACK_CASES
-from tir_envs.data.task import Task
 from tir_envs.rewards.math import (FinalAnswer, GraderPool, MathReward, extract_final_answer,
                                    last_boxed_answer)
 from tir_envs.rewards.math.extract import final_boxes, graded_text, is_multi_valued
 from tir_envs.rewards.math.reward import gold_text
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.grader_pairs import negative_pairs, positive_pairs
 from tir_envs.rewards.math import GraderPool, MathReward, is_equivalent
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory, Turn
 
 

@@ -10,12 +10,12 @@ import contextlib
 
 import pytest
 
-from tir_envs.data.task import Task
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.math import GraderPool, MathReward, extract_final_answer
 from tir_envs.rewards.math.extract import graded_texts
 from tir_envs.rewards.math.hedge import as_list, has_disjunction, hedge_reason
 from tir_envs.rewards.math.verify import verify_pair
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 HEDGES = [  # each must score 0

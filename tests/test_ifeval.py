@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tir_envs.data.ifeval import IFEVAL_COUNT, load_ifeval
-from tir_envs.data.task import Task
 from tir_envs.rewards.ifeval import (INSTRUCTION_IDS, IFEvalReward, IFEvalVerdict, aggregate,
                                      check_instruction, loose_variants, score_response,
                                      validate_kwargs)
@@ -16,6 +15,7 @@ from tir_envs.rewards.ifeval.instructions import (check_instruction, count_bulle
                                                   count_placeholders)
 from tir_envs.rewards.ifeval.text import count_sentences, count_words, detect_language
 from tir_envs.rewards.response import final_response
+from tir_envs.task import Task
 
 
 def test_there_are_the_25_instruction_types_of_ifeval():

@@ -1,7 +1,8 @@
-"""The import graph keeps its layers: lower parts never reach up to the parts built on them.
+"""The import graph keeps its layers: lower parts never reach up to the parts built on them,
+and no two parts (folders) lean on each other, however long the loop.
 
 Read from the source files (every ``import``, including those inside functions and under
-``TYPE_CHECKING``), so a lazy import cannot hide an upward dependency.
+``TYPE_CHECKING``), so a lazy import cannot hide an upward dependency or a loop.
 """
 
 from __future__ import annotations
@@ -16,17 +17,23 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tir_envs", "benchmarks", "trainers")
 
 #: what sits above each part of the library (it may import neither these nor anything above
-#: them).  ``data`` still reads two reward modules (a gold solution's boxed answer, IFEval's
-#: instruction arguments): the dataset loaders check records with the grader's own parsers.
+#: them).  The ground floor (``tir_envs.task``) imports nothing of the project; the dataset
+#: loaders read a worked solution's box with the scanner in ``formats`` and IFEval's arguments
+#: with the schema in ``data.ifeval``, never a reward.
 _TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "benchmarks",
         "trainers"}
 _RUNNERS = {"tir_envs.rollout", "tir_envs.registry"} | _TOP
 _ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
+_LIBRARY = {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards", "tir_envs.formats",
+            "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
+            "tir_envs.tokenizer"} | _ENVS
 FORBIDDEN: dict[str, set[str]] = {
-    "tir_envs.data": {"tir_envs.tools", "tir_envs.protocols"} | _ENVS,
+    "tir_envs.task": _LIBRARY,
+    "tir_envs.data": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.tools": {"tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.rewards": {"tir_envs.protocols"} | _ENVS,
-    "tir_envs.formats": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
+    "tir_envs.formats": {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards",
+                         "tir_envs.protocols"} | _ENVS,
     "tir_envs.protocols": _ENVS,
     "tir_envs.trajectory": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.codec": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
@@ -72,8 +79,12 @@ def source_files() -> list[Path]:
 
 
 def part(module: str) -> str:
-    """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package."""
+    """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package;
+    ``benchmarks.perf`` (measurement scripts, not shipped: they may time any part, trainers
+    included) is a part of its own, on top of everything."""
     bits = module.split(".")
+    if bits[:2] == ["benchmarks", "perf"]:
+        return "benchmarks.perf"
     return ".".join(bits[:2]) if bits[0] == "tir_envs" and len(bits) > 1 else bits[0]
 
 
@@ -96,13 +107,85 @@ def test_no_part_imports_a_part_above_it():
     assert upward_imports(dict.fromkeys(source_files())) == []
 
 
+def part_graph(sources: dict[Path, str | None]) -> dict[str, dict[str, str]]:
+    """``{part: {part it imports: one file-level import that shows it}}``."""
+    graph: dict[str, dict[str, str]] = {}
+    for path, text in sources.items():
+        src = part(module_name(path))
+        for target in sorted(imports_of(path, text)):
+            dest = part(target)
+            if dest != src:
+                graph.setdefault(src, {}).setdefault(
+                    dest, f"{path.relative_to(ROOT)} imports {target}")
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one node (Tarjan), each sorted: every loop
+    of the graph lies inside one of them."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def folder_loops(sources: dict[Path, str | None]) -> list[str]:
+    """Each loop between parts, with the imports that close it."""
+    graph = part_graph(sources)
+    return ["; ".join(graph[a][b] for a in group for b in group if b in graph.get(a, {}))
+            for group in cycles(graph)]
+
+
+def test_no_two_parts_import_each_other_even_through_others():
+    """``data -> rewards -> tools -> data`` broke no single arrow rule, yet it was a loop: none
+    of the three could be understood, tested or moved without the other two."""
+    assert folder_loops(dict.fromkeys(source_files())) == []
+
+
+def test_the_loop_checker_finds_long_loops():
+    sources = {ROOT / "tir_envs/data/a.py": "from tir_envs.rewards import x\n",
+               ROOT / "tir_envs/rewards/b.py": "from tir_envs.tools import y\n",
+               ROOT / "tir_envs/tools/c.py": "def f():\n    import tir_envs.data.z\n",
+               ROOT / "tir_envs/formats/d.py": "from tir_envs.task import Task\n"}
+    assert folder_loops(sources) == [
+        "tir_envs/data/a.py imports tir_envs.rewards; tir_envs/rewards/b.py imports "
+        "tir_envs.tools; tir_envs/tools/c.py imports tir_envs.data.z"]
+
+
 @pytest.mark.parametrize("where, code, expected", [
     ("tir_envs/data/probe.py", "def f():\n    from tir_envs.tools.sql import database\n",
      ["tir_envs.tools.sql", "tir_envs.tools.sql.database"]),
     ("tir_envs/tools/probe.py", "from ..rewards import base\n",
      ["tir_envs.rewards", "tir_envs.rewards.base"]),
     ("tir_envs/rollout/probe.py", "import trainers.grpo\n", ["trainers.grpo"]),
-    ("tir_envs/envs/probe.py", "from tir_envs.data.task import Task\n", []),
+    ("tir_envs/envs/probe.py", "from tir_envs.task import Task\n", []),
 ])
 def test_the_checker_reports_upward_imports(where, code, expected):
     """The checker itself: lazy and relative upward imports are caught, downward ones pass."""

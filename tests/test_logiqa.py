@@ -6,8 +6,8 @@ import pytest
 
 from tir_envs.data.loaders import DatasetError
 from tir_envs.data.logiqa import LOGIQA_COUNT, load_logiqa, parse_logiqa
-from tir_envs.data.task import Task
 from tir_envs.rewards.choice import ChoiceReward, extract_choice, grade_choice
+from tir_envs.task import Task
 
 
 def test_shipped_test_set_loads_651_tasks_with_labelled_options():

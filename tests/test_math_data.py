@@ -155,7 +155,7 @@ def test_plain_string_tasks_warn_once_how_to_give_answers(monkeypatch):
     import warnings
 
     import tir_envs
-    from tir_envs.data import task as task_module
+    from tir_envs import task as task_module
     monkeypatch.setattr(task_module, "_WARNED", [])
     with pytest.warns(task_module.MissingAnswerWarning, match=r"'answer': \.\.\.") as record:
         env = tir_envs.make("tir/MathCode-v0", tasks=["1+1?", "2+2?"])

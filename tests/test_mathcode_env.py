@@ -12,13 +12,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tir_envs
-from tir_envs.data.task import Task
 from tir_envs.env import EXHAUSTED_NOTICE
 from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.protocols.rite import system_prompt
 from tir_envs.protocols.torl import TORL_EMPTY_OUTPUT, TORL_TEMPLATE
 from tir_envs.protocols.zerotir import TOO_LONG_NOTICE, ZEROTIR_TEMPLATE
 from tir_envs.rewards.math import GraderPool
+from tir_envs.task import Task
 
 TASK = Task("t/42", "What is $6 \\times 7$?", answer="42")
 

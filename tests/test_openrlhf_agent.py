@@ -21,7 +21,7 @@ import tir_envs
 from tests.search_helpers import small_index
 from tests.sql_helpers import CACHE
 from tir_envs.data.spider import load_spider
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import Tool
 from trainers.common.env_config import ConfigError, EnvConfig
 from trainers.common.labels import LabelError, index_tasks, task_from_label, task_label

@@ -24,7 +24,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed here; run `make
 
 from tests.test_openrlhf_agent import TAIL, TASK, assert_same_episode, replay  # noqa: E402
 from tests.test_rollout_vllm import model_dir  # noqa: E402,F401 - the shared tiny-model fixture
-from tir_envs.data.task import Task  # noqa: E402
+from tir_envs.task import Task  # noqa: E402
 
 import tir_envs  # noqa: E402
 from trainers.openrlhf.executor import TIRAgentExecutor  # noqa: E402

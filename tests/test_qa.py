@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tir_envs.data.loaders import DatasetError
 from tir_envs.data.qa import (HOTPOTQA_PARAGRAPHS, QA_SETS, hotpotqa_paragraphs, load_qa,
                               load_qa_file, load_qa_tasks)
-from tir_envs.data.task import Task
 from tir_envs.rewards.qa import QAReward, exact_match, extract_answer, f1, normalize_answer
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 

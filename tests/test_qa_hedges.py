@@ -11,9 +11,9 @@ import random
 import pytest
 
 from tir_envs.data.qa import QA_SETS, load_qa
-from tir_envs.data.task import Task
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.qa import QAReward, candidates, exact_match, f1
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 HEDGES = [  # each scores 0: no more than the wrong candidate alone

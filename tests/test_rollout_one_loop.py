@@ -16,10 +16,10 @@ import pytest
 
 from tests.fixtures.rollout_envs import LookupEnv
 from tests.search_helpers import small_index
-from tir_envs.data.task import Task
 from tir_envs.envs.autotir import AutoTIREnv
 from tir_envs.rollout import EpisodeRunner, ScriptedPolicy, collect
 from tir_envs.rollout.runner import Episode
+from tir_envs.task import Task
 
 ANSWER = ["<search>paris</search>", "<answer>42</answer><|im_end|>"]
 OK = {"id": "ok-1", "question": "first?", "answer": "42"}

@@ -16,7 +16,7 @@ import pytest
 import tir_envs
 from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
                                    open_session)
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 

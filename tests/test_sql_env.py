@@ -12,11 +12,11 @@ import tir_envs
 from tests.fixtures.episodes import assert_interleaved, play
 from tests.sql_helpers import CACHE, sha256, spider_db
 from tir_envs.data.spider import load_spider
-from tir_envs.data.task import Task
 from tir_envs.envs.sql import SQL_PROMPT_TEMPLATE, SQLEnv  # noqa: F401
+from tir_envs.protocols.skyrl_sql import INVALID_ACTION
 from tir_envs.rewards.sql import SQLReward
 from tir_envs.rollout import ScriptedPolicy, collect
-from tir_envs.protocols.skyrl_sql import INVALID_ACTION
+from tir_envs.task import Task
 from tir_envs.tools.sql.schema import render_schema
 
 PETS = {t.id: t for t in load_spider(["pets_1"])}

@@ -15,7 +15,7 @@ import pytest
 from tests.sql_helpers import (ATTACK_FILES, CACHE, UNSAFE_DUCKDB, UNSAFE_SQLITE,
                                folder_listing, make_sqlite, sha256, spider_db)
 from tir_envs.data.spider import spider_databases
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.sql import (SQLDatabase, SQLTool, describe_database, find_database,
                                 open_database, render_table, run_query)

@@ -224,3 +224,69 @@ def test_failed_and_empty_episodes_reach_trl_flagged():
     assert out["env_reward"] == [None, -1.0]
     assert out["tir_infra_failed"] == [1.0, 0.0] and out["tir_empty"] == [0.0, 1.0]
     assert out["tir_unfinished"] == [1.0, 0.0]
+
+
+def test_the_example_script_runs_on_a_cpu_with_its_own_defaults(tmp_path, qwen_tok):
+    """``python -m trainers.trl.train`` as the docs show it, on a CPU, with no ``--grpo``
+    precision flags: the script picks bf16 off and ``use_cpu`` itself (TRL's bf16 default is
+    refused on a CPU), and trains on a training file."""
+    from trainers.common.training_data import main as training_data
+    from trainers.trl.dataset import main as write_dataset
+    from trainers.trl.train import main as train, model_dtype
+
+    model = tmp_path / "model"
+    tiny_qwen2(qwen_tok).save_pretrained(model)
+    qwen_tok.save_pretrained(model)
+    tasks, data = tmp_path / "math_train.jsonl", tmp_path / "train.jsonl"
+    assert training_data(["math", "--n", "4", "--out", str(tasks)]) == 0
+    assert write_dataset(["--env", "tir/MathCode-v0", "--tasks", str(tasks),
+                          "--out", str(data)]) == 0
+    grpo = {"per_device_train_batch_size": 2, "max_completion_length": 8, "report_to": [],
+            "save_strategy": "no", "logging_steps": 1}
+    assert train(["--env", "tir/MathCode-v0", "--env-kwargs",
+                  json.dumps({"protocol": "torl", "tasks": str(tasks)}), "--model", str(model),
+                  "--data", str(data), "--steps", "1", "--num-generations", "2",
+                  "--output-dir", str(tmp_path / "run"), "--grpo", json.dumps(grpo)]) == 0
+    assert model_dtype({"bf16": True}) == torch.bfloat16
+    assert model_dtype({"bf16": False}) == torch.float32
+
+
+def test_every_documented_launch_parses_with_each_tools_own_parser():
+    """docs/trl.md's GPU launches: ``accelerate launch`` through accelerate's own parser and
+    config loader (ZeRO-3 and FSDP files), the script's flags through its parser, the GRPO
+    fields through TRL's ``GRPOConfig`` (on a GPU machine's precision), and ``trl vllm-serve``
+    through TRL's own parser."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import launch_command_parser
+    from trl import GRPOConfig
+    from trl.scripts.vllm_serve import make_parser
+
+    from tests.launch_docs import full_commands
+    from trainers.trl.train import build_parser, grpo_settings
+
+    modes, distributed = set(), set()
+    for argv in full_commands("trl.md", "trainers.trl.train"):
+        argv = [a for a in argv if "=" not in a.split("-")[0] or a.startswith("-")]
+        if argv[:2] == ["accelerate", "launch"]:
+            launch = launch_command_parser().parse_args(argv[2:])
+            assert launch.module and launch.training_script == "trainers.trl.train"
+            accel = load_config_from_file(launch.config_file)
+            distributed.add(accel.distributed_type.value)
+            script, processes = launch.training_script_args, accel.num_processes
+        else:
+            script, processes = argv[argv.index("trainers.trl.train") + 1:], 1
+        args = build_parser().parse_args(script)
+        assert json.loads(args.env_kwargs)["tasks"].endswith("math_train.jsonl")
+        grpo = {**grpo_settings(args), "bf16": True}  # as on the GPU machine it is written for
+        # one process here stands for `processes`: the same global batch, so TRL's own checks
+        # (generation batch divisible by num_generations, ...) see what the launch will
+        per_device = grpo.get("per_device_train_batch_size", 8) * processes
+        config = GRPOConfig(**{**grpo, "output_dir": "/tmp/x", "use_cpu": True, "bf16": False,
+                               "per_device_train_batch_size": per_device})
+        assert config.use_vllm and config.vllm_mode == grpo.get("vllm_mode", "colocate")
+        modes.add(config.vllm_mode)
+    assert modes == {"server", "colocate"} and {"DEEPSPEED", "FSDP"} <= distributed
+    (serve,) = full_commands("trl.md", "vllm-serve")
+    serve = [a for a in serve if a != "&"]
+    (serve_args,) = make_parser().parse_args_into_dataclasses(serve[serve.index("vllm-serve") + 1:])
+    assert serve_args.model == "Qwen/Qwen2.5-Math-7B"

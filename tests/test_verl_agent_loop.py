@@ -278,3 +278,95 @@ def test_an_aborted_generation_is_a_kept_flagged_episode(tmp_path, qwen_tok):
     (row,) = vw.rows_of(out)
     assert sum(row["loss_mask"]) > 0  # the first action and its observation are kept
     assert "```output" in qwen_tok.decode(row["response_ids"])
+
+
+def test_an_episode_ending_on_an_observation_keeps_its_return_under_gae_and_reinforce(
+        tmp_path, qwen_tok, monkeypatch):
+    """The token budget cuts an observation and ends the episode: the ledger ends on env
+    tokens.  verl writes the reward on the last response token and GAE / REINFORCE++ skip a
+    token whose mask is 0, so the adapter ends the response at the last policy token: the
+    return at every policy token is the reward (-1, ToRL's), not 0."""
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import (compute_gae_advantage_return,
+                                             compute_reinforce_plus_plus_outcome_advantage)
+
+    import tir_envs
+    from trainers.verl.dataset import rows
+    from trainers.common.env_config import EnvConfig
+
+    kwargs = {"protocol": "torl", "tasks": [TASK], "max_total_tokens": 300}
+    monkeypatch.setenv("TIR_ENV_ID", "tir/MathCode-v0")
+    monkeypatch.setenv("TIR_ENV_KWARGS", json.dumps(kwargs))
+    script = ["```python\nfor i in range(400):\n    print(i * 7)\n```\n```output"]
+    env = tir_envs.make("tir/MathCode-v0", tokenizer=qwen_tok, **kwargs)  # the direct ledger
+    core = env.unwrapped
+    env.reset(options={"task": TASK})
+    *_, info = env.step(core.codec.encode(script[0]))
+    ledger = info["trajectory"]
+    env.close()
+    assert ledger.loss_mask[-1] == 0 and ledger.reward == -1.0  # it ends on env tokens
+    end = max(i for i, m in enumerate(ledger.loss_mask) if m) + 1
+
+    data = vw.parquet(tmp_path / "d.parquet",
+                      rows(EnvConfig("tir/MathCode-v0", {"tasks": [TASK]}), qwen_tok))
+    model = vw.model_dir(tmp_path, qwen_tok)
+    config = vw.compose(model, AGENT_FILE, data, 512, 512)
+    client = vw.ScriptedClient(ScriptedServer(qwen_tok, {"6 \\times 7": script}),
+                               qwen_tok.eos_token_id)
+    from transformers import AutoTokenizer
+    out = vw.generate(config, client, vw.batch_from_parquet(
+        config, data, AutoTokenizer.from_pretrained(model)))
+    (row,) = vw.rows_of(out)
+    assert row["response_ids"] == ledger.token_ids[:end]  # the ledger through its last action
+    assert row["loss_mask"] == ledger.loss_mask[:end] and row["reward_at"] == end - 1
+    scores, mask = out.batch["rm_scores"].float(), out.batch["response_mask"].float()
+    _, gae = compute_gae_advantage_return(scores, torch.zeros_like(scores), mask,
+                                          torch.tensor(1.0), torch.tensor(1.0))
+    _, rpp = compute_reinforce_plus_plus_outcome_advantage(scores, mask,
+                                                           AlgoConfig(gamma=1.0))
+    policy = mask[0].bool()
+    assert torch.all(gae[0][policy] == -1.0) and torch.all(rpp[0][policy] == -1.0)
+    turn_scores = list(out.non_tensor_batch["turn_scores"][0])
+    assert sum(turn_scores) == -1.0  # per-turn rewards carry the outcome too
+
+
+def test_verls_default_trainer_resolves_from_the_verl_extra(tmp_path, qwen_tok):
+    """verl 0.9.1's default trainer (``trainer.use_v1``) imports ``transfer_queue`` at start-up:
+    the ``verl`` extra installs it, so the documented launch gets past its imports."""
+    import importlib
+
+    with_defaults = vw.compose(vw.model_dir(tmp_path, qwen_tok), AGENT_FILE,
+                               tmp_path / "d.parquet")
+    assert with_defaults.trainer.use_v1  # the default this test is about
+    importlib.import_module("transfer_queue")
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.main_ppo import TaskRunnerV1  # noqa: F401
+
+    trainer = get_trainer_cls(with_defaults.trainer.v1.trainer_mode)
+    assert trainer.__module__.startswith("verl.trainer.ppo.v1")
+
+
+def test_every_documented_launch_composes_with_verls_config_and_resolves_its_trainer():
+    """Each ``main_ppo`` command of docs/verl.md (1 and 8 GPUs, 7B, two nodes, async) composes
+    with verl 0.9.1's own config plus its overrides, names a training file that is not its
+    validation file, and resolves the trainer its mode names."""
+    from hydra import compose, initialize_config_dir
+
+    from tests.launch_docs import commands
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    launches = commands("verl.md", "verl.trainer.main_ppo")
+    assert len(launches) >= 5
+    shapes, modes = set(), set()
+    for argv in launches:
+        name = next(a.split("=", 1)[1] for a in argv if a.startswith("--config-name="))
+        overrides = [a for a in argv if not a.startswith("--")]
+        with initialize_config_dir(config_dir=str(ROOT / "trainers" / "verl" / "configs"),
+                                   version_base=None):
+            cfg = compose(name, overrides=overrides)
+        assert cfg.data.train_files != cfg.data.val_files, argv
+        assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "tir_agent"
+        get_trainer_cls(cfg.trainer.v1.trainer_mode)
+        shapes.add((cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node))
+        modes.add(cfg.trainer.v1.trainer_mode)
+    assert {(1, 1), (1, 8), (2, 8)} <= shapes and "colocate_async" in modes

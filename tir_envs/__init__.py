@@ -8,10 +8,10 @@ import sys
 if sys.version_info < (3, 11):  # asyncio.timeout, TaskGroup; pyproject says the same to pip
     raise ImportError(f"tir_envs needs Python >= 3.11, this is {sys.version.split()[0]}")
 
-from tir_envs.data.task import Task  # noqa: E402 - after the version check
-from tir_envs.env import TIREnv
+from tir_envs.env import TIREnv  # noqa: E402 - after the version check
 from tir_envs.limits import GenerationLimits
 from tir_envs.registry import ENV_SPECS, make, register_all
+from tir_envs.task import Task
 from tir_envs.trajectory import (EpisodeFailure, Trajectory, Turn, read_jsonl, to_padded,
                                  write_jsonl)
 

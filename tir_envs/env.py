@@ -33,12 +33,12 @@ from gymnasium import spaces
 
 from tir_envs.chat.binding import ChatBinding
 from tir_envs.codec import Codec, drift, truncate_middle
-from tir_envs.data.task import Task, resolve_tasks
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
+from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn

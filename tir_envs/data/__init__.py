@@ -1,5 +1,1 @@
-"""Tasks and the datasets shipped with the package."""
-
-from tir_envs.data.task import Task
-
-__all__ = ["Task"]
+"""The datasets shipped with the package, and their loaders (a ``Task`` is ``tir_envs.task``)."""

@@ -22,7 +22,7 @@ import functools
 import random
 from typing import Callable, Mapping, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 DOMAIN_TOOL = {"knowledge": "search", "math": "python", "instruction": None,
                "multiple_choice": None}

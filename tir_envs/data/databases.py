@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
 
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 DUCKDB_SUFFIXES = (".duckdb",)

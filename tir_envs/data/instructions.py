@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from tir_envs.data.task import Task
-from tir_envs.rewards.ifeval import INSTRUCTION_IDS, validate_kwargs
+from tir_envs.data.ifeval.arguments import INSTRUCTION_IDS, validate_kwargs
+from tir_envs.task import Task
 
 DOMAIN = "instruction"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tir_envs.data.loaders import DatasetError, expect_count, iter_jsonl, read_records
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 
 @dataclass(frozen=True)

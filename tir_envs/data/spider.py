@@ -17,7 +17,7 @@ from typing import Any
 
 from tir_envs.data.loaders import expect_count, iter_jsonl
 from tir_envs.data.sql_records import load_sql_records
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 SPIDER_QUESTIONS = 972
 SPIDER_DATABASES = 19

@@ -31,7 +31,7 @@ from typing import Any
 
 from tir_envs.data.databases import find_database
 from tir_envs.data.loaders import DatasetError, read_records
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 #: where the question sits in a SkyRL-SQL (OmniSQL template) user message
 _SKYRL_QUESTION = re.compile(r"\nQuestion:\s*\n(.*?)\n\s*\nInstructions:", re.DOTALL)

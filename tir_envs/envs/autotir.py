@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tir_envs.data.autotir import DOMAIN_TOOL, load_autotir_tasks
-from tir_envs.data.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.autotir import AutoTIRProtocol
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from tir_envs.data.math import load_math_tasks
-from tir_envs.data.task import Task
 from tir_envs.env import TIREnv
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols import MathProtocol, math_protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
+from tir_envs.task import Task
 from tir_envs.tools.base import Tool
 from tir_envs.trajectory import Trajectory
 from tir_envs.validation import check_positive_int

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tir_envs.data.qa import load_qa_tasks
-from tir_envs.data.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.search_r1 import SEARCH_R1_TEMPLATE, SearchR1Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.qa import QAReward
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
 

@@ -16,11 +16,11 @@ import os
 from typing import Any, Sequence
 
 from tir_envs.data.spider import load_spider, load_sql_file
-from tir_envs.data.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.protocols.skyrl_sql import SQL_PROMPT_TEMPLATE, SkyRLSQLProtocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.sql import SQLReward
+from tir_envs.task import Task
 from tir_envs.tools.sql.database import EngineSettings
 from tir_envs.tools.sql.schema import SchemaStyle, render_schema
 from tir_envs.tools.sql.tool import ResultLimits, SQLTool

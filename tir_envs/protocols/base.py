@@ -16,7 +16,7 @@ from tir_envs.formats.base import ToolCall, ToolCallFormat
 
 if TYPE_CHECKING:
     from tir_envs.codec import Codec
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
 
 
 def _unframed(body: str, action_text: str) -> str:

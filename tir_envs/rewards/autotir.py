@@ -34,7 +34,7 @@ from tir_envs.rewards.qa import exact_match, f1, gold_list
 from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Sequence
 
+from tir_envs.formats.boxed import boxed_spans
 from tir_envs.rewards.base import RewardResult
-from tir_envs.rewards.math.extract import boxed_spans
 from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 _WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")

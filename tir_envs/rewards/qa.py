@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from tir_envs.rewards.base import RewardResult
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

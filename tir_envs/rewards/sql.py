@@ -32,15 +32,15 @@ from tir_envs.data.databases import task_database_path
 from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.sql_compare import (TieGroup, column_mappings, multiset_equal,
                                           normalize_rows, normalize_value, ordered_match)
+from tir_envs.rewards.sql_ordering import with_sort_keys
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
                                          open_database)
 from tir_envs.tools.sql.executor import run_query
 from tir_envs.tools.sql.lexer import has_outer_order_by, strip_terminator
-from tir_envs.rewards.sql_ordering import with_sort_keys
 from tir_envs.tools.sql.result import QueryResult
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 __all__ = ["GoldQueryError", "GoldResult", "MatchResult", "SQLReward", "execution_match",

@@ -35,9 +35,9 @@ from typing import IO, Any, Callable, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 
-from tir_envs.data.task import Task
 from tir_envs.rollout.policy import Policy, SamplingParams
 from tir_envs.rollout.runner import EnvSpec, EpisodeRunner, Lockstep
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 from tir_envs.validation import check_positive_int, check_positive_number
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
 
 #: Appended to every infrastructure error the model reads: the failure was the host's.
 NOT_YOUR_FAULT = "This is not your fault."

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from trainers.common.env_config import EnvConfig
+from trainers.common.eval_guard import check_training_tasks
 
 
 class LabelError(ValueError):
@@ -69,7 +70,9 @@ def records(config: EnvConfig, tokenizer: Any = None, inline: bool = False,
     env = config.make(tokenizer)
     try:
         core = env.unwrapped
-        for task in list(core.tasks)[:limit]:
+        tasks = list(core.tasks)[:limit]
+        check_training_tasks(tasks, f"{config.env_id} tasks={config.env_kwargs.get('tasks')!r}")
+        for task in tasks:
             obs, _ = core.reset(options={"task": task})
             yield {"prompt": core.codec.decode(obs["tokens"].tolist()),
                    "label": task_label(task, inline)}

@@ -9,9 +9,9 @@ counts for every tool the env has, statuses for every ``ToolStatus``, even when 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.trajectory import Trajectory
 
@@ -71,3 +71,20 @@ def ledger_flags(trajectory: Trajectory) -> dict[str, float]:
     stopped = trajectory.failure is not None
     return {"unfinished": float(stopped or not (trajectory.terminated or trajectory.truncated)),
             "drift": float(trajectory.drift), "retokenized": float(trajectory.retokenized)}
+
+
+def turn_rewards(trajectory: Trajectory) -> list[float]:
+    """Each turn's whole reward: what the ledger credits on that turn's action tokens (the
+    turn's own reward, and on the last turn the outcome too), so the list sums to the
+    episode's reward.  ``Turn.reward`` alone leaves the outcome out."""
+    rewards = trajectory.token_rewards
+    return [float(sum(rewards[a:b])) for a, b in (t.action_span for t in trajectory.turns)]
+
+
+def policy_end(loss_mask: Sequence[int]) -> int:
+    """One past the last policy token (0 when the policy sampled nothing): where a trainer
+    that writes the episode's reward on its last response token must end the response."""
+    for i in range(len(loss_mask) - 1, -1, -1):
+        if loss_mask[i]:
+            return i + 1
+    return 0

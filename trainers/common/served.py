@@ -15,8 +15,8 @@ import json
 import threading
 from typing import Any, Sequence
 
-from tir_envs.data.task import Task
 from tir_envs.rollout import EpisodeRunner
+from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 from trainers.common.env_config import EnvConfig, check_same_tokenizer
 from trainers.common.labels import index_tasks, task_from_label

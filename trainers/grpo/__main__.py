@@ -31,6 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupted_message(trainer) -> str:
+    """One line for Ctrl-C: where the run stopped and what a rerun resumes from."""
+    from trainers.grpo.checkpoint import latest_checkpoint
+
+    last = latest_checkpoint(trainer.out_dir / "checkpoints")
+    saved = (f"last checkpoint: step {int(last.name.removeprefix('step_'))} ({last})"
+             if last is not None else "no checkpoint saved yet")
+    rerun = ("Rerun the same command to continue from it" if trainer.config.train.resume
+             else "Rerun with train.resume=true to continue from it")
+    return f"grpo: interrupted at step {trainer.step}; {saved}. {rerun}."
+
+
+
 def main(argv: list[str] | None = None) -> int:
     from trainers.grpo.config import GRPOConfig, validate
 
@@ -59,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     report = StepReporter(trainer.step, config.train.steps)
     try:
         trainer.train(on_step=report)
+    except KeyboardInterrupt:
+        report.close()
+        print(interrupted_message(trainer), file=sys.stderr, flush=True)
+        return 130
     finally:
         report.close()
         trainer.close()

@@ -7,12 +7,13 @@ never leaves a checkpoint that looks valid.  Only the newest ``keep_last`` are k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -27,7 +28,8 @@ def save_checkpoint(root: str | Path, step: int, model, optimizer, scheduler,
     tmp = root / f"step_{step:07d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / "model", safe_serialization=True)
+    with _quiet_save():  # no "Writing model shards" bar per checkpoint on the step bar
+        model.save_pretrained(tmp / "model", safe_serialization=True)
     if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
         tokenizer.save_pretrained(tmp / "model")
     torch.save({"step": step, "optimizer": optimizer.state_dict(),
@@ -41,6 +43,23 @@ def save_checkpoint(root: str | Path, step: int, model, optimizer, scheduler,
     for old in list_checkpoints(root)[:-max(keep_last, 1)]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+@contextlib.contextmanager
+def _quiet_save() -> Iterator[None]:
+    """transformers' own progress bars off while a checkpoint is written, restored after."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # a model that is not a transformers model
+        yield
+        return
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def list_checkpoints(root: str | Path) -> list[Path]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tir_envs.data.loaders import read_records
+from trainers.common.eval_guard import check_training_tasks
 
 
 def load_tasks(path: str | None, split: str, limit: int | None,
@@ -41,6 +42,7 @@ def load_tasks(path: str | None, split: str, limit: int | None,
         if limit < 1:
             raise ValueError(f"data.limit must be >= 1 or null, got {limit}")
         tasks = tasks[:limit]
+    check_training_tasks(tasks, f"data.path={path!r}" if path else "the env's own tasks")
     return tasks
 
 

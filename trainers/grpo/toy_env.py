@@ -17,10 +17,10 @@ import random
 import re
 from typing import Any, Sequence
 
-from tir_envs.data.task import Task
 from tir_envs.env import TIREnv
 from tir_envs.formats.base import ToolCall, ToolCallFormat
 from tir_envs.rewards.base import RewardResult
+from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory
 

@@ -109,6 +109,7 @@ class GRPOTrainer:
         self.logger = MetricsLogger(self.out_dir, c.train.tensorboard, c.train.wandb_project,
                                     c.to_dict())
         self.logger.truncate_after(self.step)
+        self._set_aside_dumps_after(self.step)
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self):
@@ -211,6 +212,21 @@ class GRPOTrainer:
             self._dump_rollouts(filled.sampled)
         self.history.append({"step": self.step, **metrics})
         return self.history[-1]
+
+    def _set_aside_dumps_after(self, step: int) -> None:
+        """On resume: rollout dumps of steps past the checkpoint belong to a run that is being
+        redone, so they move to ``rollouts/superseded/`` (kept, never mixed with the steps the
+        resumed run writes, which the viewer reads from ``rollouts/``)."""
+        folder = self.out_dir / "rollouts"
+        stale = [f for f in folder.glob("step_*.jsonl") if _dump_step(f) > step]
+        if not stale:
+            return
+        aside = folder / "superseded"
+        aside.mkdir(exist_ok=True)
+        for f in stale:
+            f.replace(aside / f.name)
+        say(f"moved {len(stale)} rollout dump(s) of steps after {step} to {aside} (the resumed "
+            "run writes those steps again)")
 
     def _dump_rollouts(self, groups: list[Group]) -> None:
         """Every trajectory of this step, kept or filtered out, for ``tir-envs view``."""
@@ -392,6 +408,12 @@ class GRPOTrainer:
         closer = getattr(self.policy, "close", None)
         if closer is not None:
             closer()
+
+
+def _dump_step(path: Path) -> int:
+    """The step of a ``step_NNNNN.jsonl`` dump (-1 for any other name)."""
+    digits = path.stem.removeprefix("step_")
+    return int(digits) if digits.isdigit() else -1
 
 
 def say(message: str) -> None:

@@ -14,7 +14,8 @@ by ``EpisodeRunner``.  The returned dict is the env's ledger as TRL consumes it:
   output never enters the loss);
 * extra keys, which TRL hands to reward functions as keyword arguments: ``env_reward`` (the
   episode reward; ``None`` for an infra-failed episode, which TRL then leaves out of its group's
-  baseline and gives advantage 0, see ``env_reward``), ``tir_turn_rewards``,
+  baseline and gives advantage 0, see ``env_reward``), ``tir_turn_rewards`` (each turn's
+  reward, the outcome included in the last turn's: they sum to the episode reward),
   ``tir_token_rewards``, and the flags ``tir_infra_failed``, ``tir_unfinished``,
   ``tir_drift``, ``tir_empty``.
 
@@ -42,7 +43,7 @@ require("trl", VERSIONS, "trl")
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
 from tir_envs.trajectory import Trajectory  # noqa: E402
 from trainers.common.env_config import EnvConfig  # noqa: E402
-from trainers.common.logs import ledger_flags  # noqa: E402
+from trainers.common.logs import ledger_flags, turn_rewards  # noqa: E402
 from trainers.common.served import served  # noqa: E402
 
 BACKENDS = ("transformers", "vllm")
@@ -89,7 +90,7 @@ def to_trl(trajectories: Sequence[Trajectory], pad_token_id: int) -> dict[str, l
         out["logprobs"].append(logprobs)
         out["env_mask"].append(mask)
         out["env_reward"].append(None if t.infra_failed else float(t.reward))
-        out["tir_turn_rewards"].append([float(x.reward) for x in t.turns])
+        out["tir_turn_rewards"].append(turn_rewards(t))
         out["tir_token_rewards"].append(list(t.token_rewards) if not empty else [0.0])
         out["tir_infra_failed"].append(float(t.infra_failed))
         out["tir_unfinished"].append(flags["unfinished"])

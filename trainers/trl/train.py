@@ -1,7 +1,9 @@
 """Example: GRPO on a ``tir/*`` env with TRL's ``GRPOTrainer`` and the adapter's rollout function.
 
-    python -m trainers.trl.dataset --env tir/MathCode-v0 --tasks math500 --out train.jsonl
-    python -m trainers.trl.train --env tir/MathCode-v0 --env-kwargs '{"protocol": "torl"}' \\
+    python -m trainers.common.training_data math --out math_train.jsonl
+    python -m trainers.trl.dataset --env tir/MathCode-v0 --tasks math_train.jsonl --out train.jsonl
+    python -m trainers.trl.train --env tir/MathCode-v0 \\
+        --env-kwargs '{"protocol": "torl", "tasks": "math_train.jsonl"}' \\
         --model Qwen/Qwen2.5-Math-1.5B --data train.jsonl --generate vllm --steps 300
 
 ``--env-kwargs`` must name the task set the dataset's labels come from (``tasks``), unless the
@@ -31,7 +33,25 @@ def build_trainer(env_id: str, env_kwargs: Mapping[str, Any], model: Any, tokeni
         rollout_func=make_rollout_func(env_id, generate=generate, **dict(env_kwargs)))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def device_defaults() -> dict[str, Any]:
+    """What the machine allows: bf16 on a GPU; on a CPU no bf16 (TRL's default, which a CPU
+    run refuses) and ``use_cpu``.  ``--grpo`` overrides either."""
+    import torch
+
+    if torch.cuda.is_available():
+        return {"bf16": True}
+    return {"bf16": False, "use_cpu": True}
+
+
+def model_dtype(grpo: Mapping[str, Any]) -> Any:
+    """Load the weights in bf16 when training in bf16 (not fp32 and then cast: half the
+    memory at load), else fp32."""
+    import torch
+
+    return torch.bfloat16 if grpo.get("bf16") else torch.float32
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainers.trl.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", required=True)
@@ -43,16 +63,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--output-dir", default="runs/trl")
     parser.add_argument("--grpo", default="{}", help="JSON object of further GRPOConfig fields")
+    return parser
+
+
+def grpo_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``GRPOConfig`` fields a command line asks for: its flags, the machine's precision,
+    then ``--grpo`` (which overrides both)."""
+    return {"output_dir": args.output_dir, "max_steps": args.steps,
+            "num_generations": args.num_generations, "use_vllm": args.generate == "vllm",
+            **device_defaults(), **json.loads(args.grpo)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with open(args.data, encoding="utf-8") as f:
         labels = [json.loads(line)["prompt"] for line in f if line.strip()]
-    grpo = {"output_dir": args.output_dir, "max_steps": args.steps,
-            "num_generations": args.num_generations,
-            "use_vllm": args.generate == "vllm", **json.loads(args.grpo)}
-    trainer = build_trainer(args.env, json.loads(args.env_kwargs),
-                            AutoModelForCausalLM.from_pretrained(args.model),
+    grpo = grpo_settings(args)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=model_dtype(grpo))
+    trainer = build_trainer(args.env, json.loads(args.env_kwargs), model,
                             AutoTokenizer.from_pretrained(args.model), labels,
                             generate=args.generate, **grpo)
     trainer.train()

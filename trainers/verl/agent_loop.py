@@ -9,14 +9,21 @@ verl (0.9.1) runs every sample of a batch through ``AgentLoopBase.run(sampling_p
 * runs the episode with ``EpisodeRunner`` (reset, the env's stops and token budget, step,
   failures kept and flagged) and verl's server manager as the policy (``VerlServerPolicy``);
 * returns the env's ledger: ``prompt_ids`` = the prompt, ``response_ids`` = every token after
-  it (actions and observations), ``response_mask`` = the loss mask, ``response_logprobs`` =
+  it (actions and observations) through the last policy token, ``response_mask`` = the loss mask, ``response_logprobs`` =
   the sampler's logprobs (0 on observations), ``reward_score`` = the episode reward (verl puts
   it on the last response token as ``rm_scores``, which its trainer then uses instead of a
-  reward function), per-turn rewards in ``extra_fields["turn_scores"]``, the ledger's
+  reward function), per-turn rewards (the outcome included in the last turn's) in
+  ``extra_fields["turn_scores"]``, the ledger's
   per-token rewards in ``extra_fields["tir_token_rewards"]`` and the episode's numbers and flags
   (``tir/infra_failed``, ``tir/unfinished``, ``tir/drift``, ``tir/overlong``, tool counts, ...)
   in ``extra_fields["reward_extra_info"]``, which verl turns into per-sample batch columns
   (the same keys for every env; calls per tool go in ``extra_fields["tir_tool_calls"]``).
+
+An episode that ends on env tokens (the token budget cut an observation and ended it) is
+returned through its last policy token: verl writes the reward on the last response token,
+and GAE and REINFORCE++ skip a token whose mask is 0, so a reward written on an observation
+token would be lost (the return 0 instead of the reward).  Nothing is lost by the cut: no
+policy token follows those env tokens, and they carry no loss.
 
 verl's ``ToolAgentLoop`` and its chat-template merging are not used: they re-render turns, so
 their ids can differ from the env's.
@@ -46,7 +53,7 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
 from tir_envs.trajectory import Trajectory  # noqa: E402
 from trainers.common.env_config import ConfigError, EnvConfig  # noqa: E402
-from trainers.common.logs import episode_logs, ledger_flags  # noqa: E402
+from trainers.common.logs import episode_logs, ledger_flags, policy_end, turn_rewards  # noqa: E402
 from trainers.common.served import ServedEnv, served  # noqa: E402
 from trainers.verl.policy import VerlServerPolicy  # noqa: E402
 
@@ -111,6 +118,10 @@ class TIRAgentLoop(AgentLoopBase):
                                    "or lower the env's max_total_tokens")
             prompt, response = prompt[-self.prompt_length:], response[:self.response_length]
             mask, logprobs = [0] * len(response), logprobs[:len(response)]
+        else:  # end on the last policy token, where verl writes the reward (see _tail)
+            end = policy_end(mask)
+            if 0 < end < len(response):
+                response, mask, logprobs = response[:end], mask[:end], logprobs[:end]
         logs = episode_logs(traj, task, self.env.tool_names, **ledger_flags(traj),
                             overlong=float(overlong))
         per_tool = {k: logs.pop(k) for k in [k for k in logs if k.startswith(TOOL_KEYS)]}
@@ -121,7 +132,7 @@ class TIRAgentLoop(AgentLoopBase):
             reward_score=float(traj.reward),
             num_turns=1 + len(traj.turns) + observations,
             metrics=AgentLoopMetrics(generate_sequences=policy.generate_s),
-            extra_fields={"turn_scores": [float(t.reward) for t in traj.turns],
+            extra_fields={"turn_scores": turn_rewards(traj),
                           "tool_rewards": [],
                           "tir_token_rewards": list(traj.token_rewards)[:len(response)],
                           "tir_tool_calls": per_tool, "reward_extra_info": logs})

@@ -13,9 +13,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from tir_envs.data.ifeval.arguments import validate_kwargs
 from tir_envs.data.loaders import DatasetError, check_record, expect_count, iter_located_jsonl
-from tir_envs.data.task import Task
-from tir_envs.rewards.ifeval import validate_kwargs
+from tir_envs.task import Task
 
 IFEVAL_FILE = Path(__file__).with_name("ifeval_input_data.jsonl")
 IFEVAL_COUNT = 541

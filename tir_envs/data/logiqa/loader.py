@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from tir_envs.data.loaders import DatasetError, expect_count
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 
 LOGIQA_FILE = Path(__file__).with_name("logiqa_en_test.txt")
 LOGIQA_COUNT = 651

@@ -16,8 +16,8 @@ from typing import Any, Iterator, Sequence
 
 from tir_envs.data.loaders import (DatasetError, check_record, expect_count,
                                     iter_located_jsonl, read_records)
-from tir_envs.data.task import Task
-from tir_envs.rewards.math.extract import last_boxed_answer
+from tir_envs.formats.boxed import last_boxed_answer
+from tir_envs.task import Task
 from tir_envs.validation import check_positive_int
 
 QUESTION_FIELDS = ("problem", "question", "prompt")

@@ -14,7 +14,7 @@ import random
 from fractions import Fraction
 from typing import Callable
 
-from tir_envs.data.task import Task
+from tir_envs.task import Task
 from tir_envs.validation import check_positive_int
 
 Problem = tuple[str, str]  # (question, exact answer as the grader reads it)

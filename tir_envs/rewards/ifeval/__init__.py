@@ -4,10 +4,10 @@ verdicts, IFEval's four accuracies, AutoTIR's soft accuracy, and an episode rewa
 See docs/ifeval.md for the definitions and the measured agreement with the reference.
 """
 
+from tir_envs.data.ifeval.arguments import INSTRUCTION_IDS, RELATIONS, validate_kwargs
 from tir_envs.rewards.ifeval.evaluate import (IFEvalAccuracy, IFEvalVerdict, aggregate,
                                               loose_variants, score_response)
-from tir_envs.rewards.ifeval.instructions import (INSTRUCTION_IDS, INSTRUCTIONS, RELATIONS,
-                                                  check_instruction, validate_kwargs)
+from tir_envs.rewards.ifeval.instructions import INSTRUCTIONS, check_instruction
 from tir_envs.rewards.ifeval.reward import IFEvalReward, task_instructions
 
 __all__ = ["INSTRUCTION_IDS", "INSTRUCTIONS", "RELATIONS", "IFEvalAccuracy", "IFEvalReward",

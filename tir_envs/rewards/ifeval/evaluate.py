@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from tir_envs.rewards.ifeval.instructions import INSTRUCTIONS, validate_kwargs
+from tir_envs.data.ifeval.arguments import validate_kwargs
+from tir_envs.rewards.ifeval.instructions import INSTRUCTIONS
 
 
 def loose_variants(response: str) -> list[str]:

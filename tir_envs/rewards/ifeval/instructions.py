@@ -9,7 +9,8 @@ user-supplied words (keywords, section and postscript markers) are matched liter
 regular expressions; for every prompt of IFEval that is the same thing (docs/ifeval.md).
 
 ``check_instruction(instruction_id, response, kwargs)`` is the entry point;
-``validate_kwargs`` normalises an instruction's arguments and names what is wrong with them.
+``validate_kwargs`` (the schema, ``tir_envs.data.ifeval.arguments``) normalises an
+instruction's arguments and names what is wrong with them.
 """
 
 from __future__ import annotations
@@ -19,18 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from tir_envs.data.ifeval.arguments import PARAMS, validate_kwargs
 from tir_envs.rewards.ifeval.text import (LanguageUndetectable, count_sentences, count_words,
                                           detect_language, word_tokens)
-
-RELATIONS = ("less than", "at least")
 
 #: the three answers ``detectable_format:constrained_response`` accepts (case-sensitive)
 CONSTRAINED_RESPONSES = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
 
-#: langdetect's language codes: a ``language`` outside them could never be detected
-LANGUAGE_CODES = frozenset(
-    "af ar bg bn ca cs cy da de el en es et fa fi fr gu he hi hr hu id it ja kn ko lt lv mk ml "
-    "mr ne nl no pa pl pt ro ru sk sl so sq sv sw ta te th tl tr uk ur vi zh-cn zh-tw".split())
 
 
 def _compare(count: int, relation: str, threshold: int) -> bool:
@@ -337,101 +333,37 @@ class InstructionType:
     params: tuple[str, ...] = ()
 
 
-def _types(*specs: tuple[str, Callable[..., bool], tuple[str, ...]]) -> dict[str, InstructionType]:
-    return {iid: InstructionType(iid, fn, params) for iid, fn, params in specs}
+_CHECKS: dict[str, Callable[..., bool]] = {
+    "keywords:existence": keywords_existence,
+    "keywords:frequency": keywords_frequency,
+    "keywords:forbidden_words": forbidden_words,
+    "keywords:letter_frequency": letter_frequency,
+    "language:response_language": response_language,
+    "length_constraints:number_sentences": number_sentences,
+    "length_constraints:number_paragraphs": number_paragraphs,
+    "length_constraints:number_words": number_words,
+    "length_constraints:nth_paragraph_first_word": nth_paragraph_first_word,
+    "detectable_content:number_placeholders": number_placeholders,
+    "detectable_content:postscript": postscript,
+    "detectable_format:number_bullet_lists": number_bullet_lists,
+    "detectable_format:constrained_response": constrained_response,
+    "detectable_format:number_highlighted_sections": number_highlighted_sections,
+    "detectable_format:multiple_sections": multiple_sections,
+    "detectable_format:json_format": json_format,
+    "detectable_format:title": title,
+    "combination:two_responses": two_responses,
+    "combination:repeat_prompt": repeat_prompt,
+    "startend:end_checker": end_checker,
+    "change_case:capital_word_frequency": capital_word_frequency,
+    "change_case:english_capital": english_capital,
+    "change_case:english_lowercase": english_lowercase,
+    "punctuation:no_comma": no_comma,
+    "startend:quotation": quotation,
+}
 
-
-INSTRUCTIONS: dict[str, InstructionType] = _types(
-    ("keywords:existence", keywords_existence, ("keywords",)),
-    ("keywords:frequency", keywords_frequency, ("keyword", "frequency", "relation")),
-    ("keywords:forbidden_words", forbidden_words, ("forbidden_words",)),
-    ("keywords:letter_frequency", letter_frequency, ("letter", "let_frequency", "let_relation")),
-    ("language:response_language", response_language, ("language",)),
-    ("length_constraints:number_sentences", number_sentences, ("num_sentences", "relation")),
-    ("length_constraints:number_paragraphs", number_paragraphs, ("num_paragraphs",)),
-    ("length_constraints:number_words", number_words, ("num_words", "relation")),
-    ("length_constraints:nth_paragraph_first_word", nth_paragraph_first_word,
-     ("num_paragraphs", "nth_paragraph", "first_word")),
-    ("detectable_content:number_placeholders", number_placeholders, ("num_placeholders",)),
-    ("detectable_content:postscript", postscript, ("postscript_marker",)),
-    ("detectable_format:number_bullet_lists", number_bullet_lists, ("num_bullets",)),
-    ("detectable_format:constrained_response", constrained_response, ()),
-    ("detectable_format:number_highlighted_sections", number_highlighted_sections,
-     ("num_highlights",)),
-    ("detectable_format:multiple_sections", multiple_sections,
-     ("section_spliter", "num_sections")),
-    ("detectable_format:json_format", json_format, ()),
-    ("detectable_format:title", title, ()),
-    ("combination:two_responses", two_responses, ()),
-    ("combination:repeat_prompt", repeat_prompt, ("prompt_to_repeat",)),
-    ("startend:end_checker", end_checker, ("end_phrase",)),
-    ("change_case:capital_word_frequency", capital_word_frequency,
-     ("capital_frequency", "capital_relation")),
-    ("change_case:english_capital", english_capital, ()),
-    ("change_case:english_lowercase", english_lowercase, ()),
-    ("punctuation:no_comma", no_comma, ()),
-    ("startend:quotation", quotation, ()),
-)
-
-INSTRUCTION_IDS: tuple[str, ...] = tuple(INSTRUCTIONS)
-
-_INT_PARAMS = frozenset({"frequency", "let_frequency", "capital_frequency", "num_sentences",
-                         "num_paragraphs", "num_words", "nth_paragraph", "num_placeholders",
-                         "num_bullets", "num_highlights", "num_sections"})
-_RELATION_PARAMS = frozenset({"relation", "let_relation", "capital_relation"})
-_LIST_PARAMS = frozenset({"keywords", "forbidden_words"})
-
-
-def validate_kwargs(instruction_id: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The arguments of one instruction, checked; ``None`` values are dropped first (the
-    Hugging Face copy of IFEval lists every argument name with ``None`` for the unused ones).
-
-    Raises ``ValueError`` naming the instruction, the argument and what it should be.
-    """
-    spec = _spec(instruction_id)
-    given = {k: v for k, v in (kwargs or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(spec.params))
-    missing = [p for p in spec.params if p not in given]
-    if unknown or missing:
-        raise ValueError(f"{instruction_id}: takes {list(spec.params) or 'no arguments'}; "
-                         f"missing {missing}, unexpected {unknown}")
-    for name, value in given.items():
-        _check_value(instruction_id, name, value)
-    if instruction_id == "length_constraints:nth_paragraph_first_word" \
-            and given["nth_paragraph"] > given["num_paragraphs"]:
-        raise ValueError(f"{instruction_id}: nth_paragraph={given['nth_paragraph']} is past "
-                         f"num_paragraphs={given['num_paragraphs']}")
-    return given
-
-
-def _check_value(instruction_id: str, name: str, value: Any) -> None:
-    where = f"{instruction_id}: argument {name}={value!r}"
-    if name in _INT_PARAMS:
-        low = 1 if name == "nth_paragraph" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{where} must be an integer >= {low}")
-    elif name in _RELATION_PARAMS:
-        if value not in RELATIONS:
-            raise ValueError(f"{where} must be one of {RELATIONS}")
-    elif name in _LIST_PARAMS:
-        if isinstance(value, str) or not value or not all(
-                isinstance(w, str) and w.strip() for w in value):
-            raise ValueError(f"{where} must be a non-empty list of non-empty strings")
-    elif not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{where} must be a non-empty string")
-    elif name == "letter" and len(value) != 1:
-        raise ValueError(f"{where} must be a single character")
-    elif name == "language" and value not in LANGUAGE_CODES:
-        raise ValueError(f"{where} is not a language code langdetect can return "
-                         f"(one of {sorted(LANGUAGE_CODES)})")
-
-
-def _spec(instruction_id: str) -> InstructionType:
-    try:
-        return INSTRUCTIONS[instruction_id]
-    except KeyError:
-        raise ValueError(f"unknown IFEval instruction id {instruction_id!r}; known ids: "
-                         f"{', '.join(INSTRUCTION_IDS)}") from None
+#: every instruction id (``tir_envs.data.ifeval.arguments``, the schema) with its checker
+INSTRUCTIONS: dict[str, InstructionType] = {
+    iid: InstructionType(iid, _CHECKS[iid], params) for iid, params in PARAMS.items()}
 
 
 def check_instruction(instruction_id: str, response: str,

@@ -14,7 +14,7 @@ from tir_envs.rewards.ifeval.evaluate import IFEvalVerdict, score_response
 from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
     from tir_envs.trajectory import Trajectory
 
 MODES = ("strict", "loose", "soft")

@@ -20,7 +20,7 @@ from tir_envs.tools.sql.database import EngineSettings, SQLDatabase, open_databa
 from tir_envs.tools.sql.table import render_table
 
 if TYPE_CHECKING:
-    from tir_envs.data.task import Task
+    from tir_envs.task import Task
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

