@@ -95,11 +95,15 @@ def qwen25_tokenizer():
 def load_tokenizer(tokenizer=None):
     """Resolve the ``tokenizer`` argument every env and policy accepts.
 
-    ``None`` gives the bundled Qwen2.5 tokenizer; a string is a local path or hub name for
+    ``None`` gives the bundled Qwen2.5 tokenizer; ``"family:NAME"`` an offline family vocabulary
+    (``tir_envs.chat.vocab``: qwen3, mistral, stand-ins); a string is a local path or hub name for
     ``AutoTokenizer``; anything else must already be a Hugging Face tokenizer.
     """
     if tokenizer is None:
         return qwen25_tokenizer()
+    if isinstance(tokenizer, str) and tokenizer.startswith("family:"):
+        from tir_envs.chat.vocab import family_tokenizer  # offline family vocabularies
+        return family_tokenizer(tokenizer.split(":", 1)[1])
     if isinstance(tokenizer, (str, Path)):
         if check_tokenizer_folder(tokenizer):
             return hub_tokenizer(str(tokenizer))
