@@ -39,7 +39,7 @@ from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
-from tir_envs.tokenizer import load_tokenizer
+from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.validation import check_positive_int
@@ -135,6 +135,7 @@ class TIREnv(gym.Env):
         super().__init__()
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)
+        self._tokenizer_ref = tokenizer_ref(self.tokenizer)
         self.protocol = self._protocol(protocol, tool_format, system_prompt, chat)
         self.tasks = resolve_tasks(tasks if tasks is not None else self.default_tasks,
                                    self.load_tasks)
@@ -310,6 +311,8 @@ class TIREnv(gym.Env):
                              "answer; raise max_total_tokens")
         self.task = task
         self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
+        if self._tokenizer_ref:  # the ids' tokenizer, pinned for whoever decodes them later
+            self.trajectory.metadata["tokenizer"] = self._tokenizer_ref
         self.state = EpisodeState(
             task=task, codec=self.codec, max_turns=self.max_turns,
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
