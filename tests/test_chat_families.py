@@ -28,7 +28,7 @@ from tests.search_helpers import small_index  # noqa: E402
 from tests.sql_helpers import CACHE  # noqa: E402
 from tir_envs.chat.vocab import family_tokenizer  # noqa: E402
 from tir_envs.data.spider import load_spider  # noqa: E402
-from tir_envs.data.task import Task  # noqa: E402
+from tir_envs.task import Task  # noqa: E402
 from tir_envs.envs.autotir import AutoTIREnv  # noqa: E402
 from tir_envs.envs.mathcode import MathCodeEnv  # noqa: E402
 from tir_envs.envs.search import SearchEnv  # noqa: E402

@@ -93,8 +93,8 @@ class TemplateRenderer(ChatRenderer):
         with (``<|observation|>``, ``<|im_end|>``)."""
         out = [self.codec.eos_text] if self.codec.eos_text else []
         if self.glue:
-            specials = getattr(self.tokenizer, "all_special_tokens", []) or []
-            out += [t for t in specials if t and self.glue[0].startswith(t) and t not in out]
+            out += [t for t in _special_texts(self.tokenizer)
+                    if t and self.glue[0].startswith(t) and t not in out]
         return out
 
     def stop_token_ids(self) -> tuple[int, ...]:
@@ -104,3 +104,12 @@ class TemplateRenderer(ChatRenderer):
             if isinstance(tid, int) and tid >= 0 and tid not in ids:
                 ids.append(tid)
         return tuple(ids)
+
+
+def _special_texts(tokenizer: Any) -> list[str]:
+    """Texts of the tokenizer's special tokens, added ones included (``all_special_tokens``
+    lists only the named ones: EOS, PAD, ...)."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    texts = [t.content for t in added.values() if getattr(t, "special", False)]
+    return texts + [t for t in getattr(tokenizer, "all_special_tokens", []) or []
+                    if t not in texts]
