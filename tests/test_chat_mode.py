@@ -103,3 +103,28 @@ def test_the_viewer_decodes_with_the_pinned_tokenizer(tmp_path):
     assert pick_tokenizer(None, {}, episodes)[1]  # nothing pinned: a guess, and it says so
     assert json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])["metadata"][
         "tokenizer"] == "family:mistral"
+
+
+def test_an_observation_in_the_same_turn_closes_a_reasoning_block_first():
+    """SkyRL-SQL writes its notice into the assistant turn: a block the budget cut is closed
+    by the env (``</think>``, loss mask 0) before it, and the query inside it is not run."""
+    from tests.sql_helpers import CACHE
+    from tir_envs.data.spider import load_spider
+    from tir_envs.envs.sql import SQLEnv
+
+    tok = family_tokenizer("qwen3")
+    env = SQLEnv(tokenizer=tok, tasks=load_spider(["pets_1"])[:1], cache_dir=CACHE,
+                 thinking="on")
+    try:
+        env.reset(seed=0)
+        action = tok.encode("<think>\nmaybe <sql>SELECT count(*) FROM Pets</sql> then",
+                            add_special_tokens=False)
+        obs, reward, term, trunc, info = env.step(action)
+        ids = obs["tokens"].tolist()
+        assert ids[0] == tok.convert_tokens_to_ids("</think>") and not term
+        turn = info["turn"]  # the protocol's invalid-action notice, nothing executed
+        assert all(c["error"] for c in turn.tool_calls)
+        assert not any(r["executed"] for r in turn.tool_results)
+        assert env.trajectory.loss_mask[-len(ids):] == [0] * len(ids)
+    finally:
+        env.close()
