@@ -1,6 +1,6 @@
 """A tokenizer's own chat template, for families no renderer knows, used only when proven.
 
-The glue around an env message is found by rendering sentinel contents (``Codec.chat_glue``).
+The glue around an env message is found by rendering sentinel contents.
 That is exact only if the template is prefix-stable for the episode's shape: rendering one more
 turn must extend the text, never rewrite it, and the glue must be the same at every turn.
 ``probe_template`` renders a three-turn conversation and checks both; ``make()`` refuses a
