@@ -69,6 +69,7 @@ class TemplateRenderer(ChatRenderer):
         super().__init__(tokenizer)
         self.codec = codec
         self.glue = glue
+        self._stops: tuple[int, ...] | None = None
 
     def prompt_ids(self, messages: list[Message], tools: list[dict] | None = None) -> list[int]:
         return self.codec.encode(self.codec.render_chat(messages))
@@ -98,6 +99,11 @@ class TemplateRenderer(ChatRenderer):
         return out
 
     def stop_token_ids(self) -> tuple[int, ...]:
+        if self._stops is None:  # read at every step (GenerationLimits): found once
+            self._stops = self._find_stops()
+        return self._stops
+
+    def _find_stops(self) -> tuple[int, ...]:
         ids = []
         for text in self.end_texts():
             tid = self.tokenizer.convert_tokens_to_ids(text)
