@@ -9,6 +9,7 @@ its Harmony encoder downloads its vocabulary at first use, which a closed machin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tir_envs.chat.adapter import RENDERERS_FAMILIES, RenderersAdapter
@@ -40,7 +41,9 @@ def detect_family(tokenizer: Any) -> str | None:
     if "<\uff5cAssistant\uff5c>" in vocab:
         return "deepseek-v3"
     if "<|im_start|>" in vocab and "</think>" in vocab and "<tool_response>" in vocab:
-        return "qwen3"
+        # Qwen3.5 and later share the vocabulary but not the template (XML calls): no guess
+        name = str(getattr(tokenizer, "name_or_path", "")).lower()
+        return None if re.search(r"qwen3[._-]?[5-9]", name) else "qwen3"
     return None
 
 
