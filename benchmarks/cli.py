@@ -11,6 +11,7 @@
     tir-envs bench compare runs/x runs/y      # side by side by (suite, part), paired test
     tir-envs bench report runs/x --by level   # rebuild summary.json, report.md, plots
     tir-envs bench list                       # the suites, their envs and item counts
+    tir-envs bench --preset torl --policy vllm:/models/x --out runs/x-torl   # ToRL's own table
 
 Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL[,URL...],
 scripted:FILE), plus ``oracle`` and ``wrong``.  Rerunning the same command on the same --out
@@ -24,6 +25,8 @@ import json
 import shlex
 import sys
 from typing import Any
+
+from tir_envs.rollout.cli import add_import_flag
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -41,9 +44,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="how --tasks answers are compared (default: the env's)")
     p.add_argument("--policy", help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle "
                                     "(each item's gold: must score 100%%) | wrong (a fixed "
-                                    "wrong answer: must score 0)")
+                                    "wrong answer: must score 0 where there is a gold answer; "
+                                    "IFEval, which has none, scores above 0 by design)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
-    p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
+    p.add_argument("--preset", choices=["torl", "zerotir", "verltool", "autotir", "rite"],
+                   help="run a seed paper's own table: its suites, k, sampling, protocol and "
+                        "call budget (docs/papers.md); the report states it")
+    p.add_argument("-k", type=int, help="samples per item (default 1)")
     p.add_argument("--seeds", type=int, default=1,
                    help="independent replicates of the k samples, each with its own seeds; the "
                         "report gives the spread over them (default 1)")
@@ -80,6 +87,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
                         "ray://host:10001; none: a local instance); the run folder stays here")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_import_flag(p)
     p.set_defaults(func=run_command)
     sub = p.add_subparsers(dest="bench_command", metavar="{compare,report,list}")
     c = sub.add_parser("compare", help="two run folders side by side, with a paired test")
@@ -98,9 +106,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _suites(values: list[str], tasks: str | None = None) -> list[str]:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITES, suite_name
 
-    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    names = [suite_name(n.strip()) for v in values for n in v.split(",") if n.strip()]
     if not names and not tasks:
         raise SystemExit("bench: name a suite with --suite (see `tir-envs bench list`) or your "
                          "own tasks with --tasks FILE")
@@ -113,7 +121,10 @@ def _suites(values: list[str], tasks: str | None = None) -> list[str]:
 def run_command(args: argparse.Namespace) -> int:
     from benchmarks.harness import RunInterrupted
 
-    names = _suites(args.suite, args.tasks)
+    from tir_envs.registry import import_modules
+
+    import_modules(args.imports)
+    names = [] if args.preset else _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
     try:
@@ -136,15 +147,31 @@ def _run(names: list[str], args: argparse.Namespace) -> dict:
     for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
         if getattr(args, flag) is not None:
             engine_args[flag] = getattr(args, flag)
-    return run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
-               top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-               max_tokens=args.max_tokens, use_tools=not args.no_tools,
-               protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
-               model=args.model, api_key=args.api_key,
-               env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-               episode_timeout_s=args.timeout, progress=not args.no_progress,
-               engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
-               env=args.env, scoring=args.scoring, ray=args.ray)
+    common = dict(top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens,
+                  use_tools=not args.no_tools, limit=args.limit, tokenizer=args.tokenizer,
+                  model=args.model, api_key=args.api_key,
+                  env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
+                  episode_timeout_s=args.timeout, progress=not args.no_progress,
+                  engine_args=engine_args, seeds=args.seeds, by=args.by, ray=args.ray)
+    if args.preset:
+        return _run_preset(args, common)
+    return run(names, args.policy, out=args.out, k=1 if args.k is None else args.k,
+               temperature=args.temperature, top_p=args.top_p, protocol=args.protocol,
+               tasks=args.tasks, env=args.env, scoring=args.scoring, **common)
+
+
+def _run_preset(args: argparse.Namespace, common: dict) -> dict:
+    """``--preset``: the paper's suites and settings; flags that would change them refused."""
+    from benchmarks.presets import run_preset
+
+    given = [flag for flag, value in (("--suite", args.suite), ("--tasks", args.tasks),
+                                      ("-k", args.k), ("--temperature", args.temperature),
+                                      ("--top-p", args.top_p), ("--protocol", args.protocol))
+             if value is not None and value != []]
+    if given:
+        raise SystemExit(f"bench: --preset {args.preset} fixes {', '.join(given)}; drop them "
+                         "(docs/papers.md lists each preset's settings)")
+    return run_preset(args.preset, args.policy, out=args.out, **common)
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -167,9 +194,13 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from benchmarks.suites import SUITES
+    from benchmarks.suites import SUITE_ALIASES, SUITES
 
     for suite in SUITES.values():
         parts = ", ".join(f"{p.name} ({p.count})" for p in suite.parts)
-        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}")
+        aliases = sorted(a for a, n in SUITE_ALIASES.items() if n == suite.name)
+        print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}"
+              + (f" (also: {', '.join(aliases)})" if aliases else ""))
+        licenses = dict.fromkeys(p.license for p in suite.parts if p.license)
+        print(f"{'':10s} license: {'; '.join(licenses) or 'see SOURCES.md beside the data'}")
     return 0

@@ -134,7 +134,8 @@ def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: 
     out = []
     for suite in chosen:
         kwargs = suite.make_kwargs(use_tools, protocol, env_kwargs)
-        unknown = set(kwargs) - accepted_kwargs(env_class(suite.env_id)) - {"tokenizer"}
+        accepted = accepted_kwargs(env_class(suite.env_id))
+        unknown = set() if accepted is None else set(kwargs) - accepted - {"tokenizer"}
         if unknown:
             raise ValueError(f"suite {suite.name!r} ({suite.env_id}) takes no env argument(s) "
                              f"{sorted(unknown)}; see help({env_class(suite.env_id).__name__})")
@@ -152,7 +153,8 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
         engine_args: Mapping[str, Any] | None = None, seeds: int = 1,
         by: Sequence[str] = (), tasks: str | Path | None = None, env: str | None = None,
-        scoring: str | None = None, ray: str | bool | None = None) -> dict[str, Any]:
+        scoring: str | None = None, ray: str | bool | None = None,
+        preset: str | None = None) -> dict[str, Any]:
     """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
 
     Args:
@@ -182,6 +184,8 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         or ``"local"`` starts a local instance, an address (``auto``, ``ray://host:10001``)
         joins a cluster; the policy must be a spec string.  Records, resume and summary are
         those of a local run.
+      preset: the paper whose table this run is (``benchmarks.presets``); the settings must
+        be the preset's (``run_preset`` fills them in).  The report states it.
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -228,6 +232,11 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
               "sampling_note": note, "by": list(by)}
     if seeds > 1:  # absent for one seed, so folders of earlier versions resume
         config["seeds"] = seeds
+    if preset is not None:  # absent without one, so folders of earlier versions resume
+        from benchmarks.presets import check_preset
+        chosen_preset = check_preset(preset, names, k, temperature, top_p, protocol, env_kwargs)
+        config["preset"] = preset
+        config["ifeval_metric"] = chosen_preset.ifeval_metric
     if custom:  # the task files' pins: a changed file is refused on resume
         config["custom"] = custom
     with RunLock(out) as lock:  # another process on this folder: refused before anything else

@@ -16,7 +16,11 @@ Definitions (docs/benchmarks.md repeats them with the report format):
   ``resamples`` draws from a fixed seed), so it applies to every per-item score in [0, 1].
 * Tool selection ``TS``: executed calls whose tool is the task's ground-truth tool, over all
   executed calls, on tasks that have one (``None`` when no such call was made).
-  Tool productivity ``TP``: correct answers / (1 + executed tool calls), over a set.
+  Tool productivity ``TP`` (AutoTIR eq. 8, per item): each episode scores
+  correct / (1 + its executed tool calls), and TP is the mean over episodes, in [0, 1]: 1 when
+  every answer is right without a call, 0.5 when every answer is right after one call.  (A
+  ratio of a set's totals, correct / (1 + all calls), grows with the set: 25 for 25 right
+  answers with no call.)
 * ``permutation_test``: two-sided sign-flip test on per-item score differences, exact when the
   differences lie on a grid (shares of k samples do), else Monte Carlo with its error.
 """
@@ -171,11 +175,17 @@ def tool_selection(episodes: Iterable[tuple[Mapping[str, int], str | None]]) -> 
     return right / total if total else None
 
 
-def tool_productivity(correct: int, tool_calls: int) -> float:
-    """TP = correct answers / (1 + executed tool calls), over a set of episodes."""
-    if correct < 0 or tool_calls < 0:
-        raise ValueError(f"counts must be >= 0; got correct={correct}, tool_calls={tool_calls}")
-    return correct / (1 + tool_calls)
+def tool_productivity(episodes: Sequence[tuple[bool, int]]) -> float | None:
+    """TP: the mean over ``(correct, executed tool calls)`` episodes of correct / (1 + calls)
+    (module docstring); ``None`` for no episode."""
+    return mean(episode_productivity(c, n) for c, n in episodes) if episodes else None
+
+
+def episode_productivity(correct: bool, tool_calls: int) -> float:
+    """One episode's share of TP: 1 / (1 + calls) when correct, else 0."""
+    if tool_calls < 0:
+        raise ValueError(f"tool_calls must be >= 0, got {tool_calls}")
+    return float(bool(correct)) / (1 + tool_calls)
 
 
 def calls_by_tool(counts: Sequence[Mapping[str, int]]) -> dict[str, float]:

@@ -65,6 +65,8 @@ def final_format(suite: Suite, protocol: str | None = None) -> Callable[[str, bo
                                   + (f"\\boxed{{{a}}} </answer>" if closed else f"\\boxed{{{a}"))
     if suite.env_id == "tir/SQL-v0":
         return _tagged("<solution>", "</solution>", "<think>I know this one.</think>\n")
+    if suite.env_id == "tir/ToolUse-v0":
+        return _tagged("<answer>", "</answer>", "I know this one.\n")
     raise ValueError(f"no oracle format for suite {suite.name!r} ({suite.env_id})")
 
 

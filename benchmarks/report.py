@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.metrics import tool_productivity
 from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
 from benchmarks.store import RunStore
-from benchmarks.suites import suite_of_run
+from benchmarks.suites import CUSTOM, suite_of_run
 
 SUMMARY = "summary.json"
 REPORT = "report.md"
@@ -53,30 +52,37 @@ def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
         suites[name] = entry
     return {"config": {k_: v for k_, v in cfg.items() if k_ != "env_kwargs"} |
             {"env_kwargs": cfg.get("env_kwargs", {})},
-            "suites": suites, "autotir_table": autotir_table(suites),
+            "suites": suites,
+            "autotir_table": autotir_table(suites, cfg.get("ifeval_metric", "strict")),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 
-def autotir_table(suites: dict[str, Any]) -> dict[str, Any]:
+def autotir_table(suites: dict[str, Any], ifeval_metric: str = "strict") -> dict[str, Any]:
     """One column per benchmark (every part of every suite): accuracy, TS and TP (the layout of
-    AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, and TS and TP
-    over the pooled episodes of all columns (both are ratios over a set, AutoTIR's eq. 8 for
-    TP: a mean of per-part ratios would weigh a 30-item part like a 1319-item one)."""
+    AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, TS over the
+    pooled calls of all columns, and TP (a per-episode score, ``benchmarks.metrics``) over
+    their pooled episodes: a mean of per-part figures would weigh a 30-item part like a
+    1319-item one.  ``ifeval_metric="soft"``: an IFEval column's accuracy is the share of
+    instructions met per response (AutoTIR's table), not the prompt-level strict verdict."""
     columns = {}
     for name, entry in suites.items():
         for part, s in entry["parts"].items():
             if s.get("items"):
                 tools = s["tools"]
-                columns[benchmark_label(name, part)] = {"acc": s["avg_at_k"], "ts": tools["ts"],
+                acc = s["avg_at_k"]
+                if ifeval_metric == "soft" and s.get("ifeval"):
+                    acc = s["ifeval"]["soft"]
+                columns[benchmark_label(name, part)] = {"acc": acc, "ts": tools["ts"],
                                                         "tp": tools["tp"],
                                                         "counts": tools["counts"]}
     if columns:
-        pooled = {key: sum(c["counts"][key] for c in columns.values())
-                  for key in ("correct", "calls", "ts_calls", "ts_right")}
+        pooled = {key: sum(c["counts"].get(key, 0) for c in columns.values())
+                  for key in ("episodes", "correct", "calls", "ts_calls", "ts_right", "tp_sum")}
         columns["avg"] = {"acc": _mean_of([c["acc"] for c in columns.values()]),
                           "ts": pooled["ts_right"] / pooled["ts_calls"]
                           if pooled["ts_calls"] else None,
-                          "tp": tool_productivity(pooled["correct"], pooled["calls"]),
+                          "tp": pooled["tp_sum"] / pooled["episodes"]
+                          if pooled["episodes"] else None,
                           "counts": pooled}
     return columns
 
@@ -112,12 +118,14 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
              + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
+             *([f"Preset `{cfg['preset']}`: {_preset_line(cfg)}."] if cfg.get("preset") else []),
              f"Sampling: {cfg.get('sampling_note') or 'as given'}."
              + (f" Each seed is a replicate of the k samples with its own seeds; the tables "
                 f"give replicate 1 (the base seed) and the spread over all {seeds}."
                 if seeds > 1 else ""),
              f"Generated {summary['generated']}. Accuracies in %, 95% intervals in brackets "
              "(definitions: docs/benchmarks.md).", ""]
+    lines += _policy_note(cfg, summary["suites"])
     table = summary["autotir_table"]
     if table:
         names = list(table)
@@ -127,9 +135,12 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
                   f"| accuracy (avg@{k}) | " + " | ".join(_pct(table[n]["acc"]) for n in names)
                   + " |",
                   "| TS | " + " | ".join(_pct(table[n]["ts"]) for n in names) + " |",
-                  "| TP | " + " | ".join(_num(table[n]["tp"]) for n in names) + " |", "",
-                  "Avg: accuracy is the mean of the columns; TS and TP are those of the pooled "
-                  "episodes of all columns (ratios over a set, not means of ratios).", ""]
+                  "| TP | " + " | ".join(_pct(table[n]["tp"]) for n in names) + " |", "",
+                  "TP (tool productivity, AutoTIR eq. 8 per item): each episode scores correct "
+                  "/ (1 + its tool calls), averaged over episodes, in %: 100 = every answer "
+                  "right with no call, 50 = right after one call each. Avg: accuracy is the "
+                  "mean of the columns; TS and TP are those of all the columns' calls and "
+                  "episodes pooled.", ""]
     for name, entry in summary["suites"].items():
         kwargs = ", ".join(f"{a}={b!r}" for a, b in entry["env_kwargs"].items()
                            if a != "tokenizer")
@@ -144,9 +155,26 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
     return "\n".join(lines)
 
 
+def _policy_note(cfg: dict[str, Any], suites: dict[str, Any]) -> list[str]:
+    """What a sanity policy's figures must be, said where a reader would doubt them."""
+    if cfg.get("policy") != "wrong":
+        return []
+    ifeval = [benchmark_label(n, p) for n, e in suites.items() for p, s in e["parts"].items()
+              if s.get("scoring") == "ifeval"]
+    note = ("Policy `wrong` writes one fixed wrong answer (`xyzzyplugh`) to every item: every "
+            "part graded against a gold answer must score 0.")
+    if ifeval:
+        note += (f" {', '.join(ifeval)} has no gold answer: IFEval grades whether the response "
+                 "follows the prompt's instructions, and that one short, lowercase, "
+                 "comma-free response does follow some of them (e.g. no commas, all "
+                 "lowercase), so it scores above 0 by design.")
+    return [f"_{note}_", ""]
+
+
 def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[str]:
     lines = [f"### {part}", ""] if heading else []
-    lines.append(f"{s['items']} of {s['pinned_items']} items × {k} samples · `{s['file']}` "
+    lines.append(f"{s['items']} of {s['pinned_items']} items × {k} samples · "
+                 f"`{Path(s['file']).name if Path(s['file']).is_absolute() else s['file']}` "
                  f"sha256 `{s['sha256'][:12]}…`")
     if not s.get("items"):
         return lines + ["", "No complete item yet.", ""]
@@ -175,7 +203,7 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[s
     lines += ["", "| tools | value |", "|---|---|",
               f"| calls / episode | {t['calls_per_episode']:.2f} ({by_tool}) |",
               f"| episodes with a call | {_pct(t['episodes_with_tool'])} |",
-              f"| TS | {_pct(t['ts'])} |", f"| TP | {_num(t['tp'])} |",
+              f"| TS | {_pct(t['ts'])} |", f"| TP (%) | {_pct(t['tp'])} |",
               f"| invalid calls | {_pct(t['invalid_call_rate'])} |",
               f"| tool errors | {_pct(t['tool_error_rate'])} |"]
     if s["infra_failed"]:
@@ -290,8 +318,22 @@ def tool_calls_figure(store: RunStore, summary: dict[str, Any], cap: int = 5):
     return fig
 
 
+def _preset_line(cfg: dict[str, Any]) -> str:
+    """What a preset run is, in words, for the report."""
+    from benchmarks.presets import PRESETS
+
+    preset = PRESETS.get(cfg["preset"])
+    text = f"the evaluation table of {preset.paper}" if preset else "a preset"
+    if cfg.get("ifeval_metric") == "soft":
+        text += "; IFEval accuracy is soft accuracy (the share of instructions met)"
+    return text
+
+
 def benchmark_label(suite: str, part: str) -> str:
-    """A benchmark's name in tables and plots: the part, qualified when the suite differs."""
+    """A benchmark's name in tables and plots: the part, qualified when the suite differs; a
+    custom suite (one part) by its own name, the file's name and content hash."""
+    if suite.startswith(CUSTOM):
+        return suite
     return part if part == suite else f"{suite}/{part}"
 
 

@@ -166,13 +166,15 @@ def tool_metrics(records: Sequence[Record]) -> dict[str, Any]:
         "calls_by_tool": m.calls_by_tool([r["tool_counts"] for r in records]),
         "episodes_with_tool": m.mean(float(r["tool_calls"] > 0) for r in records),
         "ts": m.tool_selection(truth),
-        "tp": m.tool_productivity(correct, executed),
+        "tp": m.tool_productivity([(r["correct"], r["tool_calls"]) for r in records]),
         "invalid_call_rate": sum(r["invalid_calls"] for r in records) / attempts
         if attempts else None,
         "tool_error_rate": sum(r["tool_errors"] for r in records) / executed if executed else None,
         "infra_error_calls": sum(r["infra_errors"] for r in records),
         # the counts behind TS and TP, so they can be pooled over several parts
         "counts": {"episodes": len(records), "correct": correct, "calls": executed,
+                   "tp_sum": sum(m.episode_productivity(r["correct"], r["tool_calls"])
+                                 for r in records),
                    "ts_calls": sum(sum(c.values()) for c, t in truth if t is not None),
                    "ts_right": sum(c.get(t, 0) for c, t in truth if t is not None)},
     }

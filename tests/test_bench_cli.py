@@ -40,9 +40,9 @@ def test_own_tasks_run_in_any_protocol_and_are_pinned(tmp_path, capsys, protocol
             str(out)]
     code, printed, err = _bench(capsys, *argv)
     assert code == 0, err
-    name = f"custom:{tasks}"
-    assert printed["accuracy_pct"][f"{name}/mine"] == 100.0
     config = RunStore(out).config
+    name = f"custom:mine.jsonl@{config['custom'][config['suites'][0]]['sha256'][:12]}"
+    assert printed["accuracy_pct"][name] == 100.0
     pin = config["custom"][name]
     assert pin["count"] == 3 and pin["env_id"] == "tir/MathCode-v0" and len(pin["sha256"]) == 64
     assert config["protocol"] == protocol
@@ -62,7 +62,9 @@ def test_own_qa_tasks_with_another_env(tmp_path, capsys):
     assert code == 0, err
     assert list(printed["accuracy_pct"].values()) == [100.0, 100.0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    part = summary["suites"][f"custom:{tasks}"]["parts"]["qa"]
+    (name,) = summary["suites"]
+    assert name.startswith("custom:qa.jsonl@") and str(tmp_path) not in name
+    part = summary["suites"][name]["parts"]["qa"]
     assert part["scoring"] == "qa" and part["em"] == 1.0
 
 
@@ -121,3 +123,35 @@ def test_openai_spreads_requests_over_several_endpoints_with_the_same_samples(tm
     b = RunStore(tmp_path / "two").suite_records("gsm8k")
     assert [r["trajectory"]["token_ids"] for r in a] == [r["trajectory"]["token_ids"] for r in b]
     assert all(r["tool_calls"] == 1 and r["answered"] for r in a)
+
+
+def test_the_same_task_file_in_two_folders_pairs_in_compare(tmp_path, capsys):
+    """Issue 36 item 2: a custom task file is the same benchmark wherever it lies (name and
+    content hash), and its folder never fills the report's tables."""
+    runs = []
+    for where in ("a", "b"):
+        (tmp_path / where).mkdir()
+        tasks = tmp_path / where / "mine.jsonl"
+        tasks.write_text("".join(json.dumps(t) + "\n" for t in MATH))
+        out = tmp_path / f"run-{where}"
+        code, _, err = _bench(capsys, "--tasks", str(tasks), "--policy",
+                              "oracle" if where == "a" else "wrong", "--out", str(out))
+        assert code == 0, err
+        runs.append(str(out))
+        report = (out / "report.md").read_text()
+        assert str(tmp_path) not in report
+    assert main(["bench", "compare", *runs]) == 0
+    table = capsys.readouterr().out
+    row = next(ln for ln in table.splitlines() if ln.startswith("| custom:mine.jsonl@"))
+    assert "| 3 | 100.0 | 0.0 | -100.0 |" in row
+    assert "Scored only by" not in table
+
+
+def test_bench_list_shows_each_suites_license(capsys):
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for suite, license in [("amc23", "MIT"), ("minerva_math", "CC BY-NC-SA 4.0"),
+                           ("olympiadbench", "OpenBMB"), ("hmmt_feb2025", "HMMT"),
+                           ("theoremqa", "TIGER-AI-Lab"), ("spider", "CC BY-SA 4.0")]:
+        at = next(i for i, line in enumerate(out) if line.startswith(f"{suite} "))
+        assert "license:" in out[at + 1] and license in out[at + 1], (suite, out[at + 1])

@@ -144,12 +144,16 @@ def test_tool_selection_on_hand_built_trajectories():
     assert m.tool_selection([({}, "search")]) is None        # no call made: undefined
 
 
-def test_tool_productivity_is_correct_over_one_plus_calls():
-    assert m.tool_productivity(3, 5) == pytest.approx(0.5)
-    assert m.tool_productivity(0, 0) == 0.0
-    assert m.tool_productivity(4, 0) == 4.0
+def test_tool_productivity_is_per_episode_correct_over_one_plus_calls():
+    """Issue 36 item 3: TP as AutoTIR defines it per item, so it never grows with the number
+    of items (a set ratio gave 25 for 25 right answers without a call)."""
+    assert m.tool_productivity([(True, 0)] * 25) == 1.0
+    assert m.tool_productivity([(True, 0)] * 3) == m.tool_productivity([(True, 0)] * 300)
+    assert m.tool_productivity([(True, 1), (True, 3), (False, 0)]) == \
+        pytest.approx((1 / 2 + 1 / 4 + 0) / 3)
+    assert m.tool_productivity([]) is None
     with pytest.raises(ValueError):
-        m.tool_productivity(-1, 0)
+        m.episode_productivity(True, -1)
 
 
 def test_calls_by_tool_averages_over_all_episodes():
@@ -225,7 +229,8 @@ def test_score_of_qa_records_end_to_end():
     assert s["no_answer"] == pytest.approx(1 / 6)
     assert s["tools"]["calls_per_episode"] == pytest.approx(4 / 6)
     assert s["tools"]["episodes_with_tool"] == pytest.approx(3 / 6)
-    assert s["tools"]["ts"] == 1.0 and s["tools"]["tp"] == pytest.approx(2 / 5)
+    # TP: (1/2 + 0 + 1 + 0 + 0 + 0) / 6 episodes
+    assert s["tools"]["ts"] == 1.0 and s["tools"]["tp"] == pytest.approx(1.5 / 6)
     assert s["cost"]["tool_latency_s"]["p50"] == 0.5
 
 
@@ -298,13 +303,14 @@ def test_the_permutation_test_is_exact_on_the_grid_of_shares():
 def test_the_avg_column_pools_tp_and_ts_over_all_episodes_instead_of_averaging_ratios():
     from benchmarks.report import autotir_table
 
-    # part a: 3 items, all right, no call (TP 3/1 = 3); part b: 1 item right with 9 calls
-    # (TP 1/10): the mean of the two ratios (1.55) is no TP of any set; the pooled one is 4/10
+    # part a: 3 items, all right, no call (TP 1 each); part b: 1 item right with 9 calls
+    # (TP 1/10): the mean of the two columns (0.55) weighs b like a; the pooled episodes give
+    # (3 + 0.1) / 4
     a = [_record(i, 0, True, "x", 0) for i in range(3)]
     b = [{**_record(0, 0, True, "y", 9), "tool_counts": {"search": 6, "python": 3}}]
     suites = {"s": {"parts": {"a": score(a, "qa", 1), "b": score(b, "qa", 1)}}}
     table = autotir_table(suites)
-    assert table["s/a"]["tp"] == 3.0 and table["s/b"]["tp"] == pytest.approx(0.1)
-    assert table["avg"]["tp"] == pytest.approx(4 / 10)
+    assert table["s/a"]["tp"] == 1.0 and table["s/b"]["tp"] == pytest.approx(0.1)
+    assert table["avg"]["tp"] == pytest.approx(3.1 / 4) and table["avg"]["tp"] <= 1
     assert table["avg"]["ts"] == pytest.approx(6 / 9)  # a made no call: b's 6 of 9 right calls
     assert table["avg"]["acc"] == 1.0

@@ -31,7 +31,7 @@ def arena(request):
     pool = backend.pool
     deaths = pool.info()["counters"].get("fork_server_deaths", 0)
     bystander = open_session(tool)
-    fork_server = bystander.handle.zygote
+    fork_server = bystander.handle.fork_server
     assert call(tool, "alive = 'yes'", bystander).status == ToolStatus.OK
     yield tool
     assert call(tool, "alive", bystander).text == "'yes'", "the bystander session was hurt"

@@ -36,7 +36,7 @@ def own_backend(mode: str, **kw) -> LocalBackend:
 
 def fork_server_pid(backend: LocalBackend) -> int:
     """Host pid of the fork server itself (under bwrap, the Python child of bwrap)."""
-    top = backend.pool._zygote.proc.pid
+    top = backend.pool._fork_server.proc.pid
     for _ in range(100):
         for name in os.listdir("/proc"):
             if not name.isdigit():
@@ -101,7 +101,7 @@ def test_fork_server_killed_mid_call(mode):
             t, f"import subprocess\nsubprocess.run(['sleep', '3000.{mark}'])", busy)))
         worker.start()
         assert wait_present(mark)
-        old = backend.pool._zygote.proc.pid
+        old = backend.pool._fork_server.proc.pid
         os.kill(old, signal.SIGKILL)
         worker.join(30)
         assert results["busy"].status == ToolStatus.INFRA_ERROR
@@ -109,7 +109,7 @@ def test_fork_server_killed_mid_call(mode):
         assert call(t, "v", idle).status == ToolStatus.INFRA_ERROR
         r = call(t, "'back'", idle)
         assert r.status == ToolStatus.OK and r.text == "'back'"
-        assert backend.pool._zygote.proc.pid != old
+        assert backend.pool._fork_server.proc.pid != old
         assert backend.pool.info()["counters"]["fork_server_starts"] == 2
     finally:
         close_session(t, idle)

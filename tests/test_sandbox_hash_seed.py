@@ -35,10 +35,10 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
     """40 episodes one after another with 4 fork servers: the secret an episode reads off
     ``hash()`` is, most of the time, not the next one's.
 
-    Not flaky: each open draws its server uniformly among the 4 ready ones and takes one of
-    its spares; only when that server has none (16 spares spread at random over 4 servers,
-    about (3/4)^15 = 1.3%) does it take another's.  So an episode lands on a given server
-    with probability p <= 0.26, independently of the secrets.  P(some server takes more than
+    Not flaky: each open draws its server uniformly among the 4 ready ones and is served by
+    that server only (one of its spares, else its next session; before issue 29 another
+    server's spare when it had none, about (3/4)^15 = 1.3% of opens).  So an episode lands on
+    a given server with probability p = 1/4 (<= 0.26 before), independently of the secrets.  P(some server takes more than
     28 of 40, i.e. over 70%) <= 4 * P(Binomial(40, 0.26) >= 29) = 4.2e-9, and P(fewer than 3
     distinct secrets) <= C(4, 2) * 0.52^40 = 2.6e-11."""
     backend = own(mode, spares=16, fork_servers=4)
@@ -57,7 +57,7 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
             r = call(tool, HASH, s)
             assert r.status == ToolStatus.OK
             seen.append(r.text)
-            by_server[s.handle.zygote.proc.pid].add(r.text)
+            by_server[s.handle.fork_server.proc.pid].add(r.text)
             close_session(tool, s)
         counts = collections.Counter(seen)
         assert len(counts) >= 3, counts
@@ -83,10 +83,10 @@ def test_servers_retire_and_exit_once_their_sessions_close():
     try:
         held = open_session(tool)
         assert call(tool, "kept = 41", held).status == ToolStatus.OK
-        server = held.handle.zygote
+        server = held.handle.fork_server
         for i in range(40):
             s = open_session(tool)
-            seen.add(s.handle.zygote)
+            seen.add(s.handle.fork_server)
             r = call(tool, f"{i} * 2", s)
             assert r.status == ToolStatus.OK and r.text == str(2 * i), r.text
             close_session(tool, s)
@@ -125,14 +125,14 @@ def test_a_dead_server_loses_only_its_sessions(mode):
     sessions = []
     try:
         backend.pool.wait_all_servers(timeout=180)
-        while len({s.handle.zygote for s in sessions}) < 2:
+        while len({s.handle.fork_server for s in sessions}) < 2:
             assert len(sessions) < 40, "every session came from one of two servers"
             sessions.append(open_session(tool))
         victim = sessions[0]
-        bystander = next(s for s in sessions if s.handle.zygote is not victim.handle.zygote)
+        bystander = next(s for s in sessions if s.handle.fork_server is not victim.handle.fork_server)
         assert call(tool, "v = 'victim'", victim).status == ToolStatus.OK
         assert call(tool, "v = 'bystander'", bystander).status == ToolStatus.OK
-        dead = victim.handle.zygote
+        dead = victim.handle.fork_server
         starts = backend.pool.info()["counters"]["fork_server_starts"]
         os.kill(dead.proc.pid, signal.SIGKILL)
         assert wait_dead(dead.proc.pid)
@@ -141,7 +141,7 @@ def test_a_dead_server_loses_only_its_sessions(mode):
         assert r.status == ToolStatus.INFRA_ERROR, r.text
         r = call(tool, "'back'", victim)
         assert r.status == ToolStatus.OK and r.text == "'back'"
-        assert victim.handle.zygote is not dead
+        assert victim.handle.fork_server is not dead
         assert call(tool, "v", bystander).text == "'bystander'"
         assert bystander.restarts == 0
         # a replacement starts in the background, and the pool serves with two again

@@ -239,7 +239,7 @@ def test_oversized_or_nested_frames_are_refused_before_parsing(backend, payload)
         (r,) = run_session(tool, "import os\n" + payload + "\nimport time; time.sleep(3)")
         assert r.status == ToolStatus.KILLED
         assert call(tool, "1 + 1", bystander).text == "2"
-        assert all(h.decoder.pending < (1 << 20) for z in backend.pool._servers
+        assert all(h.decoder.pending < (1 << 20) for z in backend.pool.fleet.servers
                    for h in z.sessions.values())
     finally:
         close_session(tool, bystander)

@@ -14,6 +14,7 @@ from tir_envs.envs.search import SearchEnv
 from tir_envs.rollout import ScriptedPolicy, collect
 from tir_envs.tools.search import open_retriever
 from tir_envs.protocols.search_r1 import INVALID_ACTION_NOTICE, SEARCH_R1_TEMPLATE
+from tir_envs.rewards.qa import QAReward
 from tir_envs.tools.search.retriever import Retriever, RetrieverError
 
 QUESTION = "Between Harvey Pekar and Denise Levertov who was born earlier?"
@@ -107,6 +108,32 @@ def test_f1_reward_and_answer_without_search(qwen_tok, hotpot):
     _, reward, term, _, info = env.step(env.codec.encode("<answer>Levertov</answer>"))
     assert term and reward == pytest.approx(2 / 3)
     assert info["trajectory"].reward_components["em"] == 0.0
+
+
+@pytest.mark.parametrize("gold, reward", [("Lyon", 1.0), ("Paris", 0.0)])
+def test_one_answer_reading_reaches_the_ledger_and_the_reward(qwen_tok, hotpot, gold, reward):
+    """The first tag decides that the action answers; the answer is the *last* ``<answer>``
+    (Search-R1 grades the last), read once by the protocol, and that one reading is what the
+    turn record, the trajectory and the reward all see."""
+    graded = []
+
+    def spy(task, trajectory, answer):
+        graded.append(answer)
+        return QAReward().score(task, trajectory, answer)
+
+    env = SearchEnv(tokenizer=qwen_tok, retriever=hotpot, reward=spy,
+                    tasks=[{"question": "Which city?", "answer": [gold]}])
+    readings = []
+    read = env.protocol.answer
+    env.protocol.answer = lambda state: readings.append(read(state)) or readings[-1]
+    env.reset(seed=0)
+    _, value, term, _, info = env.step(env.codec.encode(
+        "<answer>Paris</answer> no, wait: <answer>Lyon</answer>"))
+    traj = info["trajectory"]
+    assert term and readings == ["Lyon"] and graded == ["Lyon"]
+    assert info["turn"].answer == traj.turns[-1].answer == traj.answer == "Lyon"
+    assert value == traj.reward == reward and traj.correct is bool(reward)
+    env.close()
 
 
 def test_invalid_action_gets_search_r1_notice_and_episode_goes_on(env):

@@ -77,7 +77,11 @@ def test_hostile_output_cannot_close_the_data_script(episodes_file, qwen_tok):
     assert HOSTILE not in html and "</script><script>window.pwned" not in html
     data = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)
     page = json.loads(data.group(1))
-    texts = ["".join(page["strings"][i] for i in ep["text"]) for ep in page["episodes"]]
+    chunks = re.findall(r'<script type="application/json" id="ep-\d+">(.*?)</script>', html,
+                        re.S)
+    episodes = [ep for chunk in chunks for ep in json.loads(chunk)]
+    assert len(episodes) == len(page["rows"])
+    texts = ["".join(page["strings"][i] for i in ep["text"]) for ep in episodes]
     assert any(HOSTILE in t for t in texts)  # the model's text is all there, as data
 
 

@@ -22,8 +22,8 @@ from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
 from tir_envs.chat import check as chat_check
 from tir_envs.rollout import cli as rollout_cli
+from tir_envs.serving import cli as serve_cli
 from tir_envs.tools.search import cli as index_cli
-from tir_envs.tools.search import serve_cli
 from tir_envs.viewer import cli as view_cli
 
 # subcommand -> module exposing add_parser(subparsers)
@@ -46,20 +46,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (``command``) only that subcommand's part: a run of one
+    command does not pay for building every other's arguments (``tir-envs bench list``)."""
     parser = OneLineParser(
         prog="tir-envs",
         description="Environments, tools and rollouts for tool-integrated reasoning.")
     parser.add_argument("--traceback", action="store_true",
                         help="on an error, show the full traceback (for bug reports)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS.values():
-        module.add_parser(sub)
+    for name, module in SUBCOMMANDS.items():
+        if command in (None, name):
+            module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -10,7 +10,6 @@ tokenizer, shipped tasks, local sandbox; nothing is downloaded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import textwrap
@@ -204,6 +203,8 @@ async def run_demo(protocols: Sequence[str], color: bool, full: bool, out=None) 
 def main(args: argparse.Namespace) -> int:
     protocols = [r for r, _, _ in DEMO_SCRIPTS] if args.protocol == "all" else [args.protocol]
     color = not args.no_color and sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
+    import asyncio
+
     return asyncio.run(run_demo(protocols, color, args.full))
 
 

@@ -8,15 +8,16 @@ mask 1, decodes them only to find tool calls, runs the calls, and appends the ob
 The env is async-first: ``areset``/``astep``/``aclose`` are the implementation, and Gymnasium's
 ``reset``/``step``/``close`` are final shims that run them (``tir_envs.sync_bridge``), so every
 caller (a Gymnasium loop, the ``EpisodeRunner``, a trainer adapter) runs the same code.
-Subclasses customise through hooks (``on_reset``, ``outcome``, ``on_close``, ...), never by
-overriding one of the twins.
+Subclasses customise through hooks (``on_reset``, ``on_close``, ...), never by overriding one
+of the twins.
 
 What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); what differs
-between envs is wiring (which protocol, tools and reward).  This class owns the rest, once: the
-ledger, budgets, tool sessions, chat glue around observations, the outcome computed off the
-event loop (``aoutcome``), and the ``GenerationLimits`` a generator needs (``info["limits"]``,
-mirrored into ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every
-``step``.
+between envs is wiring: the protocol, the tools and the reward, all constructor parts.  This
+class owns the rest, once: the ledger, budgets, tool sessions, chat glue around observations,
+the one reading of the answer (the protocol's, when the episode ends) that both the ledger and
+the reward get, the outcome computed off the event loop (``aoutcome``) and written to the
+ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
+``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import asyncio
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +37,7 @@ from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
@@ -75,7 +76,9 @@ class TIREnv(gym.Env):
     """Base class of the token-in/token-out tool environments (see the module docstring).
 
     ``protocol``: a ``Protocol``; without one, the generic protocol over ``tool_format``,
-    ``system_prompt`` and ``chat``.  ``tasks``: a list (Tasks, dicts, strings), a JSONL path,
+    ``system_prompt`` and ``chat``.  ``reward``: a ``tir_envs.rewards.Reward`` or a function
+    ``f(task, trajectory, answer) -> RewardResult``, given the protocol's answer when the
+    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a JSONL path,
     or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the protocol's
     standalone prompt and no tool ever runs (the "w/o tools" ablation; one action per episode).
 
@@ -88,9 +91,13 @@ class TIREnv(gym.Env):
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
         action longer than what is left is cut to fit (the turn notes say how much).
+      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
+        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
+        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
-    that role: the chat-template glue around it is env tokens with loss mask 0.
+    that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
+    names an env built from parts without a subclass (recorded on every trajectory).
 
     Chat mode is per model family (``tir_envs.chat``, docs/chat_models.md): ``renderer`` names
     the family (``None``: detected from the tokenizer), ``thinking`` is ``"on"``/``"off"`` for
@@ -98,9 +105,11 @@ class TIREnv(gym.Env):
     never run or graded.
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
-    reset, whoever calls it), ``build_prompt``, ``is_final``, ``outcome``/``aoutcome``,
-    ``turn_reward``, ``extra_reward``, ``episode_info``, ``on_close`` (release what the env
-    owns).  ``reset``/``step``/``close`` and their async twins are final.
+    reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
+    for an outcome that needs more than the reward part), ``turn_reward``, ``extra_reward``,
+    ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
+    and their async twins are final.
     """
 
     # text frames; Gymnasium's checker warns on any render mode without an fps
@@ -118,21 +127,26 @@ class TIREnv(gym.Env):
         protocol: Protocol | None = None,
         tool_format: str | ToolCallFormat | None = None,
         tools: dict[str, Tool] | Sequence[Tool] | None = None,
+        reward: Reward | Callable[..., RewardResult] | None = None,
         max_turns: int | None = None,
         max_tool_calls: int | Mapping[str, int] | None = None,
         max_calls_per_turn: int | None = None,
         max_obs_tokens: int | None = None,
         max_total_tokens: int | None = None,
+        max_response_tokens: int | None | bool = None,
         system_prompt: str | None = None,
         chat: bool | None = None,
         use_tools: bool = True,
         exhausted_notice: str = EXHAUSTED_NOTICE,
         observation_role: str | None = None,
         render_mode: str | None = None,
+        env_id: str | None = None,
         renderer: Any = None,
         thinking: str | None = None,
     ):
         super().__init__()
+        if env_id is not None:  # an env assembled from parts, without a subclass to name it
+            self.env_id = env_id
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)
         self._tokenizer_ref = tokenizer_ref(self.tokenizer)
@@ -140,6 +154,7 @@ class TIREnv(gym.Env):
         self.tasks = resolve_tasks(tasks if tasks is not None else self.default_tasks,
                                    self.load_tasks)
         self.tools = self._tool_dict(tools)
+        self.reward = as_reward(reward)
         b: Budgets = self.protocol.budgets
         self.max_turns = b.max_turns if max_turns is None else max_turns
         self.max_obs_tokens = b.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
@@ -147,6 +162,9 @@ class TIREnv(gym.Env):
             else max_total_tokens
         check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
                            max_total_tokens=self.max_total_tokens)
+        self.max_response_tokens = _response_budget(b.max_response_tokens if
+                                                     max_response_tokens is None
+                                                     else max_response_tokens)
         check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
         self.max_calls_per_turn = max_calls_per_turn
@@ -212,6 +230,16 @@ class TIREnv(gym.Env):
         """Check or prepare the task an episode is about to run, before its prompt is rendered
         (raise to refuse it).  Runs on every reset, sync or async, whoever the caller."""
 
+    async def aon_reset(self, task: Task) -> None:
+        """``on_reset`` for a reset that does I/O (a remote env's own reset): start with
+        ``await needs_loop()`` before it.  Default: ``on_reset``."""
+        self.on_reset(task)
+
+    def tools_ended(self, results: list[ToolResult]) -> bool:
+        """Whether this turn's tool results end the episode (a remote env said it is done).
+        Default: never; the protocol decides from the action."""
+        return False
+
     def on_close(self) -> None:
         """Release what the env owns (tools it built, pools), after the open sessions are
         closed.  Runs on ``close``/``aclose``."""
@@ -240,9 +268,10 @@ class TIREnv(gym.Env):
         return not self.use_tools or self.protocol.is_final(action_text, calls, self.state)
 
     def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        """The episode's outcome reward, from the policy's own text.  Default: none.  Env
-        classes wire their reward here (the protocol's ``answer`` is ``self.answer()``)."""
-        return RewardResult(0.0)
+        """The episode's outcome reward: the reward part's score of the protocol's answer (read
+        once when the episode ended: ``self.state.answer``).  Override only for an outcome
+        that needs more than a reward gets; the env writes the result to the ledger."""
+        return self.reward.score(task, trajectory, self.state.answer)
 
     async def aoutcome(self, task: Task, trajectory: Trajectory,
                        actions: list[str]) -> RewardResult:
@@ -267,7 +296,9 @@ class TIREnv(gym.Env):
         return self.protocol.extra_reward(self.state) if self.use_tools else ({}, {})
 
     def answer(self) -> str | None:
-        """The policy's final answer, as the protocol extracts it from the policy's text."""
+        """The policy's final answer, as the protocol extracts it from the policy's text.  The
+        env reads it once, when the episode ends (``state.answer``), and hands that same
+        answer to the ledger and the reward."""
         return self.protocol.answer(self.state) if self.state else None
 
     def tool_budget(self, name: str) -> int | None:
@@ -303,7 +334,7 @@ class TIREnv(gym.Env):
         await self.aend_episode()
         self._done = True  # until this reset succeeds, no episode is running
         task = self._pick_task(options or {})
-        self.on_reset(task)
+        await self.aon_reset(task)
         prompt_ids = self._prompt_ids(task)
         if len(prompt_ids) >= self.max_total_tokens:
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
@@ -364,6 +395,7 @@ class TIREnv(gym.Env):
         out = self._finish_turn(act, results)
         if self._done:
             await self.aend_episode()
+            self.state.answer = self.answer()  # the one reading: the ledger and the reward get it
             out = self._end(out, await self.aoutcome(self.task, self.trajectory, self.actions))
         return out
 
@@ -495,7 +527,7 @@ class TIREnv(gym.Env):
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = act.final and not act.cut
+        terminated = (act.final and not act.cut) or (bool(results) and self.tools_ended(results))
         truncated = False
         if terminated:
             traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
@@ -519,9 +551,14 @@ class TIREnv(gym.Env):
         extra, meta = self.extra_reward()
         value = result.value + sum(extra.values())
         traj.reward_components = {**traj.reward_components, **result.components, **extra}
+        traj.metadata.update(result.metadata)
         traj.metadata.update(meta)
+        traj.infra_failed |= result.infra_failed
+        answer = self.state.answer
+        if traj.turns:
+            traj.turns[-1].answer = None if answer is None else str(answer)
         traj.correct, traj.answered = result.correct, result.answered
-        traj.answer = result.answer if result.answer is not None else self.answer()
+        traj.answer = result.answer if result.answer is not None else answer
         if traj.terminated and traj.answered is False:
             traj.stop_reason = "no_answer"  # the episode ended, but with no answer to grade
         traj.credit(value)
@@ -588,7 +625,12 @@ class TIREnv(gym.Env):
 
     def _tokens_left(self) -> int:
         t = self.trajectory
-        return self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids) if t else 0
+        if not t:
+            return 0
+        left = self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids)
+        if self.max_response_tokens is not None:
+            left = min(left, self.max_response_tokens - len(t.token_ids))
+        return left
 
     # ------------------------------------------------------------------ sessions
     async def aend_episode(self) -> None:
@@ -669,3 +711,13 @@ def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[s
     return {**result.metadata, "tool": call.name, "status": result.status.value,
             "latency_s": result.latency_s, "chars": len(result.text),
             "executed": bool(flags.pop("executed", False)), **flags}
+
+
+def _response_budget(value: int | None | bool) -> int | None:
+    """``max_response_tokens`` checked: a positive int, or ``None``/``False`` for no cap."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_response_tokens must be a positive int, or False for no response "
+                         f"cap beside max_total_tokens; got {value!r}")
+    return value

@@ -36,6 +36,8 @@ class Turn:
     reward_components: dict[str, float] = field(default_factory=dict)
     status: str = "ok"  # ok | tool_error | infra_error | timeout | no_call
     notes: list[str] = field(default_factory=list)
+    #: on the episode's last turn: the final answer as the protocol read it (what was graded)
+    answer: str | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Turn):

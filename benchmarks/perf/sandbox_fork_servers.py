@@ -3,8 +3,8 @@
 For ``fork_servers`` K = 1 and K = 4, in alternating rounds in one process (so both see the
 same load), a fresh pool without spares is started and measured:
 
-* ``first_ready_s``: until the first session can be opened (``wait_ready``: the pool is
-  ready with its first server; the others start behind it);
+* ``first_ready_s``: until the first session can be opened (``wait_ready``: since issue 29
+  the pool serves once its K servers all do; the first starts alone, the others together);
 * ``all_ready_s``: until K servers serve;
 * ``cpu_s_per_server``: CPU seconds of the fork server processes (the preload imports;
   under bwrap the ``bwrap`` parent too), per server, read from ``/proc`` once all serve

@@ -12,12 +12,12 @@ episode the trainer would drop as the env's fault).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
-from tir_envs.rollout.cli import parse_env_args, positive_float, positive_int
+from tir_envs.rollout.cli import (add_import_flag, parse_env_args, positive_float,
+                                  positive_int)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,8 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run only these probes (a name, or a family such as 'hedge')")
     p.add_argument("--timeout", type=positive_float, default=120.0,
                    help="seconds per episode before it counts as masked")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (one that registers your own env id)")
+    add_import_flag(p)
     p.set_defaults(func=run)
     return p
 
@@ -61,11 +60,8 @@ def run(args: argparse.Namespace) -> int:
             Path(args.out).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SystemExit(f"--out {args.out!r}: cannot create the folder ({exc})") from None
-    for module in args.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise SystemExit(f"--import {module}: {exc}") from None
+    from tir_envs.registry import import_modules
+    import_modules(args.imports)
     env_kwargs = parse_env_args(args.env_arg)
     probes = select(args.probe)
     from tir_envs.audit.session import audit

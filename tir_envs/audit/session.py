@@ -72,14 +72,22 @@ async def _baseline(runner, env, chosen) -> tuple[list[EpisodeRecord], dict[str,
 
 
 def _warnings(baseline: list[EpisodeRecord]) -> list[str]:
-    out = []
+    """One line per finding and task (a task's baseline plays several strategies, which
+    would otherwise repeat it)."""
+    out: list[str] = []
     for e in baseline:
         if e.masked:
-            out.append(f"a baseline episode of task {e.task_id} was masked ({e.error or 'infra'}"
-                       "): that task's baseline ignores it")
-        if e.correct:
-            out.append(f"a baseline episode of task {e.task_id} was graded correct with a wrong "
-                       f"answer ({e.answer!r}): probes on it are judged against that reward")
+            line = (f"a baseline episode of task {e.task_id} was masked ({e.error or 'infra'}): "
+                    "that task's baseline ignores it")
+        elif e.correct:
+            line = (f"a baseline episode of task {e.task_id} was graded correct with a wrong "
+                    f"answer ({e.answer!r}): probes on it are judged against that reward (a "
+                    "reward that pays answers near the gold should declare how near: rel_tol "
+                    "/ abs_tol, docs/audit.md)")
+        else:
+            continue
+        if line not in out:
+            out.append(line)
     return out
 
 

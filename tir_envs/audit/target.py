@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
-from tir_envs.audit.candidates import Candidates, candidates_for
+from tir_envs.audit.candidates import Candidates, candidates_for, tolerance_of
 from tir_envs.env import TIREnv
-from tir_envs.registry import ENV_SPECS, make
+from tir_envs.registry import make
 from tir_envs.validation import check_positive_int
 
 #: other tasks' golds read for wrong answers, at most
@@ -37,14 +37,8 @@ def build_env(env: str | Callable[[], gym.Env], protocol: str | None,
     elif not isinstance(env, str):
         raise TypeError(f"env must be an env id or a zero-argument factory, got "
                         f"{type(env).__name__}")
-    elif env in ENV_SPECS:
-        built = make(env, **kwargs)
-    elif env in gym.registry:
-        built = gym.make(env, **kwargs)
     else:
-        raise gym.error.Error(f"unknown env id {env!r}; registered tir ids: "
-                              f"{', '.join(sorted(ENV_SPECS))} (register your own with "
-                              "gymnasium.register before auditing it)")
+        built = make(env, **kwargs)  # a shipped id or one registered with gymnasium.register
     inner = built.unwrapped
     if not isinstance(inner, TIREnv):
         built.close()
@@ -76,4 +70,5 @@ def pick_tasks(env: TIREnv, n: int) -> list[tuple[int, Candidates]]:
     n = min(n, len(graded))
     chosen = [graded[(k * len(graded)) // n] for k in range(n)]
     others = [env.tasks[i].answer for i in graded[:OTHER_GOLDS]]
-    return [(i, candidates_for(env.tasks[i].answer, others)) for i in chosen]
+    tolerance = tolerance_of(getattr(env, "reward", None), env)
+    return [(i, candidates_for(env.tasks[i].answer, others, tolerance)) for i in chosen]

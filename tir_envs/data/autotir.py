@@ -69,6 +69,12 @@ EVAL_SETS: dict[str, Callable[[], list[Task]]] = {
 }
 
 
+#: the math datasets' own names (``tir/MathCode-v0``'s ``aime2024``) for the same sets
+EVAL_ALIASES = {"aime2024": "aime24", "aime2025": "aime25", "math-500": "math500",
+                "math_500": "math500", "2wiki_500": "2wiki", "musique_500": "musique",
+                "nq_open": "nq"}
+
+
 def _norm(question: str) -> str:
     return " ".join(question.lower().split()).rstrip("?")
 
@@ -128,6 +134,7 @@ def load_autotir_tasks(name: str) -> list[Task]:
     """``autotir-train`` or an evaluation set by name."""
     if name == "autotir-train":
         return autotir_train()
+    name = EVAL_ALIASES.get(name, name)
     if name not in EVAL_SETS:
         raise ValueError(f"unknown AutoTIR task set {name!r}; choose autotir-train or one of "
                          f"{sorted(EVAL_SETS)}, or pass a JSONL path")

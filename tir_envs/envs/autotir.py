@@ -18,10 +18,8 @@ from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.autotir import AutoTIRProtocol
 from tir_envs.rewards.autotir import AutoTIRReward
-from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.task import Task
-from tir_envs.trajectory import Trajectory
 
 
 class AutoTIREnv(TIREnv):
@@ -31,7 +29,8 @@ class AutoTIREnv(TIREnv):
     ``backend``/``stateful`` for Python, ``tool_timeout_s``: one number for both or a dict by
     tool name.  Reward: ``reward`` (an ``AutoTIRReward``), or one built from ``w_act``,
     ``w_out``, ``wrong_tool`` (the paper's penalty, -1), ``no_tool`` (knowledge or math task
-    answered without a tool: 0) and ``grader``.  ``use_tools=False``: the standalone prompt.
+    answered without a tool: 0), ``grader`` and ``output_reward`` (``"paper"``: eq. 5's
+    ``max(0.1, f)`` for a boxed answer, else 0; ``"plain"``: the score as it is).  ``use_tools=False``: the standalone prompt.
     """
 
     env_id = "tir/AutoTIR-v0"
@@ -48,23 +47,23 @@ class AutoTIREnv(TIREnv):
         wrong_tool: float = -1.0,
         no_tool: float = 0.0,
         grader: GraderPool | None = None,
+        output_reward: str = "paper",
         **kwargs: Any,
     ):
         reject_wiring(kwargs, "AutoTIREnv", "Pass retriever=/search_backend= and backend=.")
         config = pop_tool_config(kwargs, "search", "python")
-        self.reward = reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool, grader)
         tools = [config["search"].build(), config["python"].build("full")]
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=AutoTIRProtocol(),
-                         tools=tools, **kwargs)
+                         tools=tools,
+                         reward=reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool,
+                                                        grader, output_reward=output_reward),
+                         **kwargs)
         _check_domains(self.tasks)
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         if source.endswith((".jsonl", ".jsonl.gz", ".parquet")):
             return super().load_tasks(source)
         return load_autotir_tasks(source)
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        return self.reward(task, trajectory, actions)
 
     def on_reset(self, task: Task) -> None:
         _check_domains([task])  # a task given at reset, too: every caller runs this

@@ -15,12 +15,9 @@ from tir_envs.data.math import load_math_tasks
 from tir_envs.env import TIREnv
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols import MathProtocol, math_protocol
-from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
-from tir_envs.task import Task
 from tir_envs.tools.base import Tool
-from tir_envs.trajectory import Trajectory
 from tir_envs.validation import check_positive_int
 
 
@@ -41,7 +38,8 @@ class MathCodeEnv(TIREnv):
     ``grader``
     (a ``GraderPool``; default: the process-wide one).  ``chat``: ToRL and ZeroTIR run raw text
     (base models) unless ``chat=True``; RITE is chat only.  ``renderer``/``thinking``/
-    ``observation_role``: chat mode per model family (``TIREnv``, docs/chat_models.md).  ``format_reward``: RITE's, on by default.
+    ``observation_role``: chat mode per model family (``TIREnv``, docs/chat_models.md).
+    ``format_reward``: RITE's, on by default.
     ``extraction``: ``"boxed"`` (the RL protocols') or ``"fallback"`` (also an unboxed final
     answer; for evaluation).
     """
@@ -54,6 +52,7 @@ class MathCodeEnv(TIREnv):
                  tokenizer: Any = None, tool: Tool | None = None,
                  max_tool_calls: int | None = None, max_turns: int | None = None,
                  max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
+                 max_response_tokens: int | None | bool = None,
                  reward: MathReward | None = None, correct_reward: float | None = None,
                  wrong_reward: float | None = None, exec_error_penalty: float = 0.0,
                  tool_penalties: Mapping[str, float] | None = None, tool_penalty: float = 0.0,
@@ -80,40 +79,27 @@ class MathCodeEnv(TIREnv):
         self.stateful = python.stateful
         self._owns_tool = tool is None
         tool = tool or python.build(proto.sandbox_error_style)
-        super().__init__(
-            tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool],
-            max_turns=max_turns or proto.max_turns_for(calls),
-            max_tool_calls=None if calls is None else {"python": calls},
-            max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
-            use_tools=use_tools, render_mode=render_mode, chat=chat, renderer=renderer,
-            thinking=thinking, observation_role=observation_role)
-        self.format_reward = format_reward
-        self.reward = reward or MathReward(
+        reward = reward or MathReward(
             correct_reward=proto.outcome_values.correct if correct_reward is None
             else correct_reward,
             wrong_reward=proto.outcome_values.wrong if wrong_reward is None else wrong_reward,
             exec_error_penalty=exec_error_penalty, tool_penalties=dict(tool_penalties or {}),
             tool_penalty=tool_penalty, grader=grader)
+        super().__init__(
+            tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool], reward=reward,
+            max_turns=max_turns or proto.max_turns_for(calls),
+            max_tool_calls=None if calls is None else {"python": calls},
+            max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
+            max_response_tokens=max_response_tokens, use_tools=use_tools,
+            render_mode=render_mode, chat=chat, renderer=renderer, thinking=thinking,
+            observation_role=observation_role)
+        self.format_reward = format_reward
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         return load_math_tasks(source)
 
     def extra_reward(self):
         return super().extra_reward() if self.format_reward else ({}, {})
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        answer = self.answer()
-        trajectory.metadata["answer"] = answer
-        if task.answer is None:  # nothing to grade against (inference only)
-            return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
-                                answered=answer is not None, answer=answer)
-        # The protocol's answer is the one answer: without one, the reward gets no actions to
-        # read another from (a box inside code is no answer, whatever the reward's extraction).
-        result = self.reward(task, trajectory, actions if answer is not None else [],
-                             answer=answer)
-        result.correct = bool(result.components.get("correct"))
-        result.answered, result.answer = answer is not None, answer
-        return result
 
     def on_close(self) -> None:
         if self._owns_tool:

@@ -16,10 +16,7 @@ from tir_envs.data.qa import load_qa_tasks
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols.search_r1 import SEARCH_R1_TEMPLATE, SearchR1Protocol
-from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.qa import QAReward
-from tir_envs.task import Task
-from tir_envs.trajectory import Trajectory
 
 
 class SearchEnv(TIREnv):
@@ -47,14 +44,11 @@ class SearchEnv(TIREnv):
         **kwargs: Any,
     ):
         reject_wiring(kwargs, "SearchEnv", "Pass retriever=... (and prompt_template=...).")
-        self.reward = reward or QAReward(metric)
         self.search_tool = pop_tool_config(kwargs, "search")["search"].build()
         super().__init__(tokenizer=tokenizer, tasks=tasks,
                          protocol=SearchR1Protocol(prompt_template), tools=[self.search_tool],
+                         reward=reward or QAReward(metric),
                          max_calls_per_turn=max_calls_per_turn, **kwargs)
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         return load_qa_tasks(source)
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        return self.reward(task, trajectory, actions)

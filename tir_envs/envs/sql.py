@@ -18,13 +18,11 @@ from typing import Any, Sequence
 from tir_envs.data.spider import load_spider, load_sql_file
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.protocols.skyrl_sql import SQL_PROMPT_TEMPLATE, SkyRLSQLProtocol
-from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.sql import SQLReward
 from tir_envs.task import Task
 from tir_envs.tools.sql.database import EngineSettings
 from tir_envs.tools.sql.schema import SchemaStyle, render_schema
 from tir_envs.tools.sql.tool import ResultLimits, SQLTool
-from tir_envs.trajectory import Trajectory
 
 __all__ = ["SQLEnv", "SQL_PROMPT_TEMPLATE"]
 
@@ -67,13 +65,14 @@ class SQLEnv(TIREnv):
         self.db_dir = db_dir
         self.sql_tool = SQLTool(timeout_s=tool_timeout_s, limits=limits, engine=engine,
                                 db_dir=db_dir, settings=settings, cache_dir=cache_dir)
-        self.reward = reward or SQLReward()
         self.schema_style = schema_style
         protocol = SkyRLSQLProtocol(self.describe, limits.max_rows, prompt_template,
                                     max_turns=max_turns)
+        # graded on the databases the tool opened: the engine the policy queried
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=protocol,
-                         tools=[self.sql_tool], max_turns=max_turns, max_calls_per_turn=1,
-                         **kwargs)
+                         tools=[self.sql_tool],
+                         reward=(reward or SQLReward()).on_databases(self.sql_tool.database_for),
+                         max_turns=max_turns, max_calls_per_turn=1, **kwargs)
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         return load_spider() if source == "spider" else load_sql_file(source, self.db_dir)
@@ -85,10 +84,3 @@ class SQLEnv(TIREnv):
 
     def episode_info(self) -> dict[str, Any]:
         return {**super().episode_info(), "db_id": self.task.meta.get("db_id", "")}
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        result = self.reward(task, trajectory, actions, self.sql_tool.database_for(task))
-        if result.components.get("gold_error"):
-            trajectory.infra_failed = True
-            trajectory.metadata["gold_error"] = True
-        return result

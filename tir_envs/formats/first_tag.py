@@ -1,7 +1,8 @@
 """The first complete tag decides (Search-R1): ``<search>q</search>`` or ``<answer>a</answer>``.
 
 An action is read up to any result block it hallucinated; its *first* complete call or answer
-tag decides what it is.  A call runs; an answer ends the episode; an action with neither gets
+tag decides what it is.  A call runs; an answer ends the episode (which answer is graded is the
+protocol's rule: Search-R1's is the last ``<answer>``); an action with neither gets
 the protocol's corrective notice as its observation, and the episode goes on.
 """
 
@@ -36,11 +37,6 @@ class FirstTagFormat(ToolCallFormat):
         """``(tag, body, match)`` of the first complete tag, or ``(None, "", None)``."""
         m = self._action.search(self.visible(text))
         return (m.group(1), m.group(2).strip(), m) if m else (None, "", None)
-
-    def answer(self, text: str) -> str | None:
-        """The body of the action's answer tag, if the answer decides the action."""
-        tag, body, _ = self.first_tag(text)
-        return body if tag == self.answer_tag else None
 
     def parse(self, text: str) -> list[ToolCall]:
         tag, body, m = self.first_tag(text)

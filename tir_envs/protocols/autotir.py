@@ -12,7 +12,9 @@ Learning"): one chat model that decides whether and which tool to use.
   answer or the length limit").
 * The answer (``tir_envs.rewards.autotir.final_answer``) is read from the final action outside
   ``<think>``: the last box of its ``<answer>`` block, else the block's text, else its last
-  box; a writing task without either is answered by the response text itself.
+  box; a writing task without either is answered by the response text itself; a
+  multiple-choice task by the one option letter the response chooses.  The env hands this one
+  reading to ``AutoTIRReward``.
 * Two prompt modes: tool-assisted, and standalone (the "w/o tools" ablation: same answer format,
   no tools described, one action).
 """

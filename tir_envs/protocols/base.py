@@ -28,13 +28,16 @@ class Budgets:
     """A protocol's default budgets; env constructor arguments override each one.
 
     ``max_tool_calls``: executed calls per tool over the episode (an int for every tool, a dict
-    by tool name, or ``None`` for no cap beyond ``max_turns``).
+    by tool name, or ``None`` for no cap beyond ``max_turns``).  ``max_total_tokens`` counts the
+    prompt and the episode; ``max_response_tokens`` (when set) the episode alone.
     """
 
     max_turns: int = 4
     max_tool_calls: int | Mapping[str, int] | None = None
     max_obs_tokens: int = 512
     max_total_tokens: int = 8192
+    #: tokens after the prompt (None: only ``max_total_tokens`` counts)
+    max_response_tokens: int | None = None
 
 
 @dataclass
@@ -60,6 +63,8 @@ class EpisodeState:
     calls_used: dict[str, int] = field(default_factory=dict)
     done: bool = False
     notes: list[str] = field(default_factory=list)
+    #: the final answer, read by the protocol once when the episode ends (``None`` before)
+    answer: Any = None
 
     def calls_left(self, tool: str) -> int | None:
         """Executions of ``tool`` still allowed (``None``: unlimited)."""

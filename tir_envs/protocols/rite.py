@@ -9,8 +9,12 @@ Thinking towards Cross-Domain Generalization"): Plan-Action-Reflection cycles in
   assistant turn, opening the next one) is env tokens with loss mask 0.
 * ``answer`` ends the episode; its ``answer`` argument is graded (a boxed answer inside it is
   unwrapped).  Without an answer call, the last boxed answer of the policy's text is graded.
-* Reward: 1 correct, 0 otherwise, plus the format reward (``interleaved_format_score``): +1 for
-  a clean cycle, 0 for minor issues, -1 for a broken one.
+* Reward (the paper's eq. 8): R_outcome = +1 correct, -1 otherwise, plus the format reward
+  (``interleaved_format_score``): +1 for a clean cycle, 0 for minor issues, -1 for a broken
+  one.  So a wrong answer in a clean cycle scores 0, below a right answer with a minor format
+  slip (+1).  ``wrong_reward=0.0`` on the env gives the 1/0 outcome of earlier versions.
+* Turns: up to ``max_turns`` = 200 (the paper's cap); the context budget (1024 + 8192 tokens,
+  ``max_total_tokens``) is what ends a long episode first.
 The paper's code is not public; tool names, stop string and the format rules here follow the
 paper's description and the Hermes/Qwen tool-call convention.
 """
@@ -70,9 +74,9 @@ class RITEProtocol(MathProtocol):
     name = "rite"
     chat = True
     observation_role = "tool"
-    budgets = Budgets(max_turns=16, max_tool_calls=None, max_obs_tokens=1024,
+    budgets = Budgets(max_turns=200, max_tool_calls=None, max_obs_tokens=1024,
                       max_total_tokens=1024 + 8192)
-    outcome_values = OutcomeValues(correct=1.0, wrong=0.0)
+    outcome_values = OutcomeValues(correct=1.0, wrong=-1.0)  # eq. 8: R_outcome = ±1
     sandbox_error_style = "full"
 
     def __init__(self, stateful: bool = True) -> None:

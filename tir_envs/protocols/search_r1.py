@@ -4,6 +4,9 @@ Facts of the protocol a model trained with it depends on:
   * a user prompt naming the tags (``SEARCH_R1_TEMPLATE``, in our own words; questions get a
     trailing ``?`` if they lack one);
   * an action is decided by its *first* ``<search>…</search>`` or ``<answer>…</answer>``;
+  * the answer graded is the *last* complete ``<answer>…</answer>`` of the final action (the
+    paper's scorer keeps the last match), so ``<answer>Paris</answer> … <answer>Lyon</answer>``
+    answers Lyon: one reading, recorded in the ledger and handed to the reward;
   * search results come back as ``\\n\\n<information>…</information>\\n\\n`` right after the
     action, inside the same assistant turn (no chat-template glue); the documents are cut so
     the whole observation fits ``max_obs_tokens`` (the tags are kept);
@@ -18,6 +21,7 @@ from __future__ import annotations
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.first_tag import FirstTagFormat
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
+from tir_envs.rewards.qa import extract_answer
 from tir_envs.tools.search.formatting import fit_tokens
 
 # Our own wording of the Search-R1 protocol: the same tags, order and answer format a model
@@ -98,4 +102,6 @@ class SearchR1Protocol(Protocol):
         return f"<answer> {text} </answer>"
 
     def answer(self, state: EpisodeState) -> str | None:
-        return self.format.answer(state.actions[-1]) if state.actions else None
+        """The *last* complete ``<answer>`` of the final action (``extract_answer``), as
+        Search-R1 grades it; the first tag only decides whether the action answers."""
+        return extract_answer(state.actions[-1]) if state.actions else None

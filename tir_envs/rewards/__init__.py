@@ -1,5 +1,5 @@
 """Rewards and graders: math answers, QA exact match / F1, SQL execution match."""
 
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import FunctionReward, NoReward, Reward, RewardResult, as_reward
 
-__all__ = ["Reward", "RewardResult"]
+__all__ = ["FunctionReward", "NoReward", "Reward", "RewardResult", "as_reward"]

@@ -1,7 +1,9 @@
 """AutoTIR's reward (Wei et al. 2025): ``r = w_act * r_act + w_out * r_out``.
 
 ``r_out`` by the task's domain (``task.meta["domain"]``), from the answer the policy wrote in its
-final action (``final_answer``: the boxed answer of its ``<answer>`` block; never tool output):
+final action (``final_answer``, the AutoTIR protocol's one reading: the boxed answer of its
+``<answer>`` block, the chosen option letter, the response of a writing task; never tool
+output):
   * ``knowledge``: token F1 of the answer against the gold aliases;
   * ``math``: 1 if the boxed answer is equivalent to the gold (the project's Math-Verify grader);
   * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict);
@@ -15,7 +17,17 @@ budget; unparseable calls are not invocations) against the task's ground-truth t
   * no tool at all on a knowledge or math task: ``no_tool`` (default 0: no credit for tool use,
     no penalty; the paper does not say);
   * a domain where tool use is free (no ground-truth tool): 1.
-Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]``.
+``output_reward`` says how ``r_out`` enters the total:
+  * ``"paper"`` (default, the paper's eq. 5): ``max(0.1, f_eva)`` when the final response is
+    correctly formatted (it holds a ``\\boxed{}`` answer: in its last ``<answer>`` block when it
+    has one), else 0: a boxed wrong answer still earns the 0.1 floor, an unboxed right one
+    earns nothing.  ``final_answer`` marks the answer it reads with ``formatted``; an answer
+    given to ``score`` without the mark counts as formatted only if it is a boxed
+    ``FinalAnswer``;
+  * ``"plain"``: ``f_eva`` as scored, whatever the format (this library's reading before
+    issue 33).
+Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]`` (the
+result's ``metadata``: the env writes it).
 """
 
 from __future__ import annotations
@@ -24,10 +36,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tir_envs.rewards.base import RewardResult
-from tir_envs.rewards.choice import ChoiceReward
+from tir_envs.formats.boxed import boxed_spans
+from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.rewards.choice import ChoiceReward, extract_choice
 from tir_envs.rewards.ifeval import IFEvalReward
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.rewards.qa import exact_match, f1, gold_list
@@ -40,26 +53,61 @@ if TYPE_CHECKING:
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+OUTPUT_REWARDS = ("paper", "plain")
+#: eq. 5's floor: a correctly formatted output earns at least this much
+FORMAT_FLOOR = 0.1
+
+
+class _Read(str):
+    """An answer string that carries whether its response was correctly formatted."""
+
+    formatted: bool = False
+
+
+def _marked(answer: str | None, formatted: bool) -> str | None:
+    """``answer`` marked ``formatted`` (a ``FinalAnswer`` keeps its boxes)."""
+    if answer is None:
+        return None
+    if type(answer) is str:
+        answer = _Read(answer)
+    answer.formatted = formatted
+    return answer
+
+
+def is_formatted(answer: Any) -> bool:
+    """Whether ``answer`` came from a correctly formatted response (eq. 5): the mark
+    ``final_answer`` sets, else a boxed ``FinalAnswer``."""
+    mark = getattr(answer, "formatted", None)
+    if mark is not None:
+        return bool(mark)
+    return isinstance(answer, FinalAnswer) and answer.source == "boxed"
+
+
+def formatted_output_reward(f_eva: float, formatted: bool, floor: float = FORMAT_FLOOR) -> float:
+    """AutoTIR's eq. 5: ``max(floor, f_eva)`` for a formatted output, else 0."""
+    return max(floor, f_eva) if formatted else 0.0
 
 
 def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     """The answer of an AutoTIR episode, from the policy's final action outside ``<think>``:
     the last box of its last ``<answer>`` block, else that block's text, else the last box of
-    the response; for a writing task (``instruction``) without either, the response itself."""
+    the response; for a writing task (``instruction``) without either, the response itself;
+    for a ``multiple_choice`` task, the one option letter the response chooses
+    (``extract_choice``).  The AutoTIR protocol's answer, graded by ``AutoTIRReward``; it is
+    marked ``formatted`` when that scope holds a complete ``\\boxed{}`` (eq. 5)."""
     response = final_response(actions)
     # a block holding another <answer> is a nest of answers (a hedge), never one
     blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
     scope = blocks[-1] if blocks else response
+    formatted = bool(boxed_spans(scope))
+    if domain == "multiple_choice":
+        return _marked(extract_choice(response), formatted)
     boxed = extract_final_answer(scope)  # a str that also keeps every box of a list answer
     if boxed is not None:
-        return boxed
+        return _marked(boxed, formatted)
     if blocks:
-        return blocks[-1].strip() or None
-    return (response or None) if domain == "instruction" else None
-
-
-def _instruction_response(actions: Sequence[str]) -> str:
-    return final_answer(actions, "instruction") or ""
+        return _marked(blocks[-1].strip() or None, formatted)
+    return _marked(response or None, formatted) if domain == "instruction" else None
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -81,7 +129,7 @@ def tool_selection(counts: dict[str, int], ground_truth: str | None) -> dict[str
 
 
 @dataclass
-class AutoTIRReward:
+class AutoTIRReward(Reward):
     """AutoTIR's reward (module docstring).  ``grader``: a ``GraderPool`` for math."""
 
     w_act: float = 0.1
@@ -90,10 +138,14 @@ class AutoTIRReward:
     no_tool: float = 0.0
     grader: GraderPool | None = None
     tools: tuple[str, ...] = ("search", "python")
+    output_reward: str = "paper"
 
     def __post_init__(self) -> None:
+        if self.output_reward not in OUTPUT_REWARDS:
+            raise ValueError(f"output_reward must be one of {OUTPUT_REWARDS} ('paper': eq. 5, "
+                             f"max(0.1, f) when boxed else 0), got {self.output_reward!r}")
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict", extract=_instruction_response)
+        self._ifeval = IFEvalReward("strict")
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
@@ -103,24 +155,25 @@ class AutoTIRReward:
             return self.wrong_tool
         return 1.0 if counts.get(ground_truth) else self.no_tool
 
-    def outcome(self, task: "Task", trajectory: "Trajectory",
-                actions: Sequence[str]) -> RewardResult:
-        """``r_out`` and its typed outcome, by domain."""
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
+        return final_answer(actions, task.meta.get("domain"))
+
+    def outcome(self, task: "Task", trajectory: "Trajectory | None",
+                answer: str | None) -> RewardResult:
+        """``r_out`` of ``answer`` (``final_answer``) and its typed outcome, by domain."""
         domain = task.meta.get("domain")
         if domain == "instruction":
-            return self._ifeval(task, trajectory, actions)
+            return self._ifeval.score(task, trajectory, answer)
         if domain == "multiple_choice":
-            return self._choice(task, trajectory, actions)
-        answer = final_answer(actions, domain)
+            return self._choice.score(task, trajectory, answer)
         if domain == "math":
-            if answer is None:  # MathReward would look for a box in every action instead
+            if answer is None:
                 return RewardResult(0.0, {"correct": 0.0, "has_answer": 0.0}, correct=False,
                                     answered=False)
-            result = self._math(task, trajectory, actions, answer=answer)
+            result = self._math.score(task, trajectory, answer)
             correct = bool(result.components["correct"])
             return RewardResult(float(correct), result.components, correct=correct,
-                                answered=answer is not None,
-                                answer=None if answer is None else str(answer))
+                                answered=True, answer=str(answer))
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
@@ -130,15 +183,19 @@ class AutoTIRReward:
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
                          f"meta['domain'] in {DOMAINS}")
 
-    def __call__(self, task: "Task", trajectory: "Trajectory",
-                 actions: Sequence[str]) -> RewardResult:
-        out = self.outcome(task, trajectory, actions)
+    def score(self, task: "Task", trajectory: "Trajectory", answer: str | None) -> RewardResult:
+        out = self.outcome(task, trajectory, answer)
         ground_truth = task.meta.get("tool")
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
-        trajectory.metadata["tool_selection"] = tool_selection(counts, ground_truth)
-        components = {**out.components, "r_act": act, "r_out": out.value,
+        r_out, extra = out.value, {}
+        if self.output_reward == "paper":
+            formatted = is_formatted(answer)
+            r_out = formatted_output_reward(out.value, formatted)
+            extra = {"f_eva": out.value, "formatted": float(formatted)}
+        components = {**out.components, "r_act": act, "r_out": r_out, **extra,
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
-        value = self.w_act * act + self.w_out * out.value
+        value = self.w_act * act + self.w_out * r_out
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
-                            answer=out.answer)
+                            answer=out.answer,
+                            metadata={"tool_selection": tool_selection(counts, ground_truth)})

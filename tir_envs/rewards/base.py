@@ -1,13 +1,21 @@
-"""The reward contract: a value and its named components, computed from the policy's text.
+"""The reward contract: a value and its named components, from the protocol's one answer.
 
-A reward sees the task, the ledger and the policy's own action texts (one per turn).  It never
-reads tool output or the prompt to find an answer.
+A reward is a part of the env (``TIREnv(..., reward=...)``).  When an episode ends, the env
+asks its protocol for the policy's final answer, once, and hands that same answer to the
+reward's ``score(task, trajectory, answer)``; the ledger records it too, so what a trainer or a
+viewer sees as the answer is what was graded.  A reward never reads tool output or the prompt
+to find an answer, and it never writes to the ledger: what it wants recorded (metadata, a
+grader's own failure) travels in its ``RewardResult`` and the env writes it.
+
+Calling a shipped reward on action texts, ``reward(task, trajectory, actions)``, reads the
+answer as its paper's protocol does (``read_answer``) and scores it: for offline grading and
+tests, never used by an env.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -21,7 +29,10 @@ class RewardResult:
     ``value`` is what the trainer optimises; ``components`` are the named terms, logged as they
     are.  ``correct`` / ``answered`` / ``answer`` are the typed outcome the env copies onto the
     trajectory, so trainers and metrics never guess from component names (``None``: the
-    reward cannot say, e.g. a task without a gold answer).
+    reward cannot say, e.g. a task without a gold answer).  ``metadata`` is what the env adds
+    to ``trajectory.metadata``; ``infra_failed``: the grader itself failed for reasons that are
+    not the policy's (a broken gold query), so the env flags the trajectory for a trainer to
+    drop rather than score.
     """
 
     value: float
@@ -29,3 +40,64 @@ class RewardResult:
     correct: bool | None = None
     answered: bool | None = None
     answer: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    infra_failed: bool = False
+
+
+class Reward:
+    """Base class of the shipped rewards: ``score`` grades the protocol's answer.
+
+    ``answer`` is what the env's protocol extracted from the policy's own text (``None`` when
+    it found none), ``trajectory`` the ledger (for terms about tool use or budgets), ``task``
+    holds the gold.  A plain function ``f(task, trajectory, answer) -> RewardResult`` is a
+    reward too (``as_reward``).
+    """
+
+    def score(self, task: "Task", trajectory: "Trajectory | None", answer: Any) -> RewardResult:
+        raise NotImplementedError(f"{type(self).__name__} must define "
+                                  "score(task, trajectory, answer) -> RewardResult")
+
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> Any:
+        """The answer in ``actions`` as this reward's paper's protocol reads it (offline use)."""
+        raise NotImplementedError(f"{type(self).__name__} grades an answer, not action texts: "
+                                  "call score(task, trajectory, answer)")
+
+    def __call__(self, task: "Task", trajectory: "Trajectory | None",
+                 actions: Sequence[str]) -> RewardResult:
+        """Offline grading of action texts: ``score`` of ``read_answer(task, actions)``."""
+        return self.score(task, trajectory, self.read_answer(task, actions))
+
+
+class FunctionReward(Reward):
+    """A plain function ``f(task, trajectory, answer) -> RewardResult`` as a ``Reward``."""
+
+    def __init__(self, function: Callable[..., RewardResult]):
+        self.function = function
+
+    def score(self, task, trajectory, answer) -> RewardResult:
+        result = self.function(task, trajectory, answer)
+        if not isinstance(result, RewardResult):
+            raise TypeError(f"the reward {self.function!r} returned {type(result).__name__}; a "
+                            "reward returns a RewardResult(value, components, correct=..., "
+                            "answered=..., answer=...)")
+        return result
+
+
+class NoReward(Reward):
+    """The reward of an env given none: 0, and no verdict."""
+
+    def score(self, task, trajectory, answer) -> RewardResult:
+        return RewardResult(0.0)
+
+
+def as_reward(reward: "Reward | Callable[..., RewardResult] | None") -> Reward:
+    """A ``Reward`` from what an env was given: a ``Reward``, a function
+    ``f(task, trajectory, answer)``, or ``None`` (no reward)."""
+    if reward is None:
+        return NoReward()
+    if isinstance(reward, Reward):
+        return reward
+    if callable(reward):
+        return FunctionReward(reward)
+    raise TypeError(f"reward must be a tir_envs.rewards.Reward or a function "
+                    f"f(task, trajectory, answer) -> RewardResult, got {type(reward).__name__}")

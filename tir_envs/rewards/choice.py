@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from tir_envs.formats.boxed import boxed_spans
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
@@ -122,20 +122,26 @@ def grade_choice(response: str | None, gold: str, letters: str = "ABCD") -> bool
     return extract_choice(response, letters) == gold_letter(gold, letters)
 
 
-class ChoiceReward:
-    """1.0 when the final response chooses the task's gold letter (``task.answer``), else 0.0.
+class ChoiceReward(Reward):
+    """1.0 when the answer chooses the task's gold letter (``task.answer``), else 0.0.
 
-    Components: ``correct`` and ``has_answer`` (a single letter was chosen); ``answer`` on the
-    result is the chosen letter.
+    The answer is the protocol's (AutoTIR's: ``extract_choice`` of the final response); it is
+    read again as a choice here (``extract_choice`` of a single letter is that letter), so an
+    answer that names several letters chooses nothing.  Offline, ``read_answer`` reads the
+    final response (its reasoning removed).  Components: ``correct`` and ``has_answer`` (a
+    single letter was chosen); ``answer`` on the result is the chosen letter.
     """
 
     def __init__(self, letters: str = "ABCD"):
         self.letters = letters
 
-    def __call__(self, task: "Task", trajectory: "Trajectory",
-                 actions: Sequence[str]) -> RewardResult:
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
+        return extract_choice(final_response(actions), self.letters)
+
+    def score(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
         gold = gold_letter(task.answer, self.letters)
-        chosen = extract_choice(final_response(actions), self.letters)
+        chosen = extract_choice(answer, self.letters)
         correct = chosen == gold
         return RewardResult(float(correct), {"correct": float(correct),
                                              "has_answer": float(chosen is not None)},

@@ -5,9 +5,9 @@ whitespace (the SQuAD v1.1 evaluation rule, also used by HotpotQA, NQ-open and S
 ``f1`` follows the HotpotQA scorer: a yes/no/noanswer prediction or gold only scores when both
 sides are the same special answer.  Several gold aliases: the best match counts.
 
-``QAReward`` reads the answer only from the policy's own final action (its last
-``<answer>…</answer>``), never from the prompt or retrieved documents, so an answer that merely
-appears in a search result earns nothing.
+``QAReward`` grades the answer the protocol read from the policy's own final action (its last
+``<answer>…</answer>``, ``extract_answer``), never the prompt or retrieved documents, so an
+answer that merely appears in a search result earns nothing.
 
 Hedges never pay.  An answer that lists candidates ("Paris or London", "either Paris or
 London", "Paris, London, Rome", "Paris/London", "Paris and London", one per line) scores as its
@@ -26,7 +26,7 @@ import string
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -123,17 +123,22 @@ def _f1_one(pred: str, gold: str) -> float:
 
 
 def extract_answer(text: str) -> str | None:
-    """The body of the last complete ``<answer>…</answer>`` in ``text`` (stripped), if any."""
+    """The body of the last complete ``<answer>…</answer>`` in ``text`` (stripped), if any.
+
+    The last, as Search-R1 grades (its ``extract_solution`` keeps the last match): the one rule
+    the Search-R1 protocol and ``QAReward.read_answer`` both apply."""
     found = _ANSWER.findall(text)
     return found[-1].strip() if found else None
 
 
-class QAReward:
-    """Outcome reward of a QA episode: ``metric`` (``em`` or ``f1``) of the final answer.
+class QAReward(Reward):
+    """Outcome reward of a QA episode: ``metric`` (``em`` or ``f1``) of the answer.
 
     Components (all logged): ``em``, ``f1``, ``correct`` (= ``em``) and ``has_answer`` (1 if the
-    final action held an ``<answer>``); the last two are the names every reward shares, which
-    trainers read for accuracy and void masking.  The answer comes from ``actions[-1]`` only: the policy's own last turn.
+    policy gave an answer); the last two are the names every reward shares, which trainers
+    read for accuracy and void masking.  In an env the answer is the protocol's
+    (``SearchR1Protocol.answer``: the last ``<answer>`` of the final action); offline,
+    ``read_answer`` reads the same from ``actions[-1]``, the policy's own last turn.
     """
 
     def __init__(self, metric: str = "em"):
@@ -141,9 +146,11 @@ class QAReward:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
         self.metric = metric
 
-    def __call__(self, task: "Task", trajectory: "Trajectory",
-                 actions: Sequence[str]) -> RewardResult:
-        answer = extract_answer(actions[-1]) if actions else None
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
+        return extract_answer(actions[-1]) if actions else None
+
+    def score(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
         golds = gold_list(task.answer)
         em = exact_match(answer, golds)
         scores = {"em": em, "f1": f1(answer, golds), "correct": em,

@@ -21,15 +21,16 @@ fails is not the policy's fault: ``GoldQueryError``.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tir_envs.data.databases import task_database_path
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.sql_compare import (TieGroup, column_mappings, multiset_equal,
                                           normalize_rows, normalize_value, ordered_match)
 from tir_envs.rewards.sql_ordering import with_sort_keys
@@ -227,7 +228,7 @@ def extract_solution(text: str) -> str | None:
     return sql
 
 
-class SQLReward:
+class SQLReward(Reward):
     """Outcome reward of ``tir/SQL-v0`` from the policy's final action.
 
     Value: ``correct_score`` on an execution match, ``wrong_score`` when the solution is
@@ -236,7 +237,8 @@ class SQLReward:
     ``correct`` (``None`` when the gold itself failed), ``answered`` (a well-formed solution),
     ``answer`` (its SQL).  Components, all logged: ``format`` and its alias ``has_answer``,
     ``executed`` (the prediction ran), ``correct``, ``timeout``, ``gold_error`` (1 when the
-    gold failed: not the policy's fault).
+    gold failed: not the policy's fault; the result then says ``infra_failed`` and the env
+    flags the trajectory).
 
     ``engine``, ``db_dir``, ``settings``, ``cache_dir``: as for ``SQLTool``; give both the same
     values so the reward runs on the engine the policy queried.  A plain synchronous call
@@ -253,6 +255,7 @@ class SQLReward:
         self.engine = check_engine(engine)
         self.db_dir, self.settings, self.cache_dir = db_dir, settings, cache_dir
         self._databases: dict[tuple, SQLDatabase] = {}
+        self._database_for: "Callable[[Task], SQLDatabase] | None" = None
 
     def database(self, task: "Task") -> SQLDatabase:
         """The task's database on this reward's engine (remembered per database reference)."""
@@ -265,28 +268,48 @@ class SQLReward:
             self._databases[key] = db
         return db
 
+    def on_databases(self, database_for: "Callable[[Task], SQLDatabase]") -> "SQLReward":
+        """A copy of this reward that runs each task on ``database_for(task)``: an env hands
+        its tool's databases, so the solution is graded on the connection the policy queried
+        (this reward is never changed)."""
+        bound = copy.copy(self)
+        bound._database_for = database_for
+        return bound
+
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
+        """The final action's solution (``extract_solution``), what the SkyRL-SQL protocol
+        reads."""
+        final = actions[-1].split("<observation>", 1)[0] if actions else ""
+        return extract_solution(final)
+
     def __call__(self, task: "Task", trajectory: "Trajectory", actions: Sequence[str],
                  db: "str | os.PathLike | SQLDatabase | None" = None) -> RewardResult:
-        """Score the final action; ``db`` defaults to the task's database (``database``)."""
-        final = actions[-1].split("<observation>", 1)[0] if actions else ""
-        sql = extract_solution(final)
+        """Offline grading of the final action; ``db`` defaults to the task's database
+        (``database``)."""
+        reward = self if db is None else self.on_databases(
+            lambda task: open_database(db, self.settings, self.cache_dir, engine=self.engine))
+        return reward.score(task, trajectory, self.read_answer(task, actions))
+
+    def score(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
+        """Score the solution ``answer`` (``None``: no well-formed solution)."""
         parts = {"format": 0.0, "has_answer": 0.0, "executed": 0.0, "correct": 0.0,
                  "timeout": 0.0, "gold_error": 0.0}
-        if sql is None:
+        if answer is None:
             return RewardResult(self.format_score, parts, correct=False, answered=False)
         parts["format"] = parts["has_answer"] = 1.0
-        database = (self.database(task) if db is None else
-                    open_database(db, self.settings, self.cache_dir, engine=self.engine))
+        database = (self._database_for or self.database)(task)
         try:
-            result = match(sql, task.answer, database, timeout_s=self.timeout_s)
+            result = match(answer, task.answer, database, timeout_s=self.timeout_s)
         except GoldQueryError:
             parts["gold_error"] = 1.0
-            return RewardResult(self.wrong_score, parts, correct=None, answered=True, answer=sql)
+            return RewardResult(self.wrong_score, parts, correct=None, answered=True,
+                                answer=answer, metadata={"gold_error": True}, infra_failed=True)
         parts["executed"] = float(result.status in ("match", "mismatch"))
         parts["timeout"] = float(result.status == "timeout")
         parts["correct"] = float(result.correct)
         value = self.correct_score if result.correct else self.wrong_score
-        return RewardResult(value, parts, correct=result.correct, answered=True, answer=sql)
+        return RewardResult(value, parts, correct=result.correct, answered=True, answer=answer)
 
 
 def task_database(task: "Task", db_dir: "str | os.PathLike | None" = None) -> str:

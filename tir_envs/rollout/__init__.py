@@ -14,9 +14,9 @@ from typing import Any
 
 from tir_envs.limits import GenerationLimits
 from tir_envs.rollout.policy import Generation, Policy, PolicyError, SamplingParams
-from tir_envs.trajectory import EpisodeFailure
 
 _LAZY = {
+    "EpisodeFailure": "tir_envs.trajectory",
     "collect": "tir_envs.rollout.engine", "acollect": "tir_envs.rollout.engine",
     "Rollouts": "tir_envs.rollout.engine", "RolloutStats": "tir_envs.rollout.engine",
     "EpisodeJob": "tir_envs.rollout.engine", "arun": "tir_envs.rollout.engine",

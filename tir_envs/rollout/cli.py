@@ -6,7 +6,8 @@
 
 Policy specs: ``hf:PATH`` (transformers, local folder), ``vllm:PATH`` (vLLM engine in process),
 ``openai:URL`` (an OpenAI-compatible server; needs ``--model``), ``scripted:FILE`` (a JSON list
-of action strings, replayed every episode).  The env gets the policy's tokenizer, so ids mean
+of action strings, replayed every episode), ``oracle``/``wrong`` (each task's gold, or a fixed
+wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).  The env gets the policy's tokenizer, so ids mean
 the same on both sides (``--tokenizer`` overrides; the default is the bundled Qwen2.5).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", required=True, help="env id, e.g. tir/MathCode-v0")
     p.add_argument("--policy", required=True,
-                   help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE")
+                   help="hf:PATH | vllm:PATH | openai:URL | scripted:FILE | oracle (each "
+                        "task's gold, in the env's answer format: must be graded correct) | "
+                        "wrong (a fixed wrong answer: must be graded wrong)")
     p.add_argument("--out", required=True, help="JSONL file the trajectories stream to")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file (by default a rerun of the same "
+                        "command resumes it: finished episodes are not run again)")
     p.add_argument("--model", help="served model name (openai policy)")
     p.add_argument("--api-key", help="bearer token for the openai policy")
     p.add_argument("--tokenizer", help="tokenizer folder shared by env and policy")
@@ -50,8 +56,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (VALUE parsed as JSON when it can be)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_import_flag(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_import_flag(p: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable): modules that register the user's own env ids."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, e.g. one that calls gymnasium.register for your "
+                        "own env (found in the working directory, as with python -m)")
 
 
 def _positive(cast: type, what: str):
@@ -71,12 +85,14 @@ positive_int = _positive(int, "a positive integer")
 positive_float = _positive(float, "a number of seconds > 0")
 
 
-def check_env_and_out(args: argparse.Namespace) -> None:
-    """Fail on a wrong env id or output path now, before a model is loaded."""
+def check_env_and_out(args: argparse.Namespace) -> bool:
+    """Fail on a wrong env id or output path now, before a model is loaded; whether ``--out``
+    holds an interrupted run of this command to resume (``tir_envs.rollout.resume``)."""
     import gymnasium as gym
 
-    from tir_envs.registry import env_class
+    from tir_envs.registry import env_class, import_modules
 
+    import_modules(getattr(args, "imports", []))
     try:
         env_class(args.env)
     except gym.error.Error as exc:
@@ -84,11 +100,10 @@ def check_env_and_out(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.is_dir():
         raise SystemExit(f"--out {args.out!r} is a folder; name a .jsonl file")
-    if out.exists() and not args.overwrite:
-        raise SystemExit(f"--out {args.out!r} already exists; pass --overwrite to replace it, "
-                         "or choose another file")
     if not out.parent.is_dir():
         raise SystemExit(f"--out {args.out!r}: folder {str(out.parent)!r} does not exist")
+    from tir_envs.rollout.resume import check_resume
+    return check_resume(args)
 
 
 def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
@@ -107,9 +122,13 @@ def parse_env_args(pairs: list[str], flag: str = "--env-arg") -> dict[str, Any]:
 
 def build_policy(args: argparse.Namespace):
     """``(policy, tokenizer)`` from ``--policy`` and its flags (``tir_envs.rollout.specs``)."""
+    from tir_envs.rollout.gold import KINDS, GoldPolicy
     from tir_envs.rollout.specs import PolicySpecError
     from tir_envs.rollout.specs import build_policy as from_spec
 
+    if args.policy in KINDS:
+        policy = GoldPolicy(args.policy, args.tokenizer)
+        return policy, policy.tokenizer
     try:
         return from_spec(args.policy, tokenizer=args.tokenizer, model=args.model,
                          api_key=args.api_key)
@@ -142,28 +161,47 @@ def load_tasks(args: argparse.Namespace, env_kwargs: dict[str, Any]):
 
 
 def run(args: argparse.Namespace) -> int:
+    from tir_envs.rollout import resume
     from tir_envs.rollout.engine import collect
     from tir_envs.rollout.policy import SamplingParams
 
-    check_env_and_out(args)
+    resuming = check_env_and_out(args)
     env_kwargs = parse_env_args(args.env_arg)
     policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
     tasks = load_tasks(args, env_kwargs)
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
                               top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    skip = resume.start(args, resuming)
     try:
-        out = collect(args.env, policy, tasks, samples_per_task=args.samples,
-                      max_concurrency=args.concurrency, sampling=sampling,
-                      episode_timeout_s=args.timeout, out=args.out, progress=not args.no_progress,
-                      mode=args.mode, env_kwargs=env_kwargs, seed=args.seed)
+        with open(args.out, "a", encoding="utf-8") as sink:
+            out = collect(args.env, policy, tasks, samples_per_task=args.samples,
+                          max_concurrency=args.concurrency, sampling=sampling,
+                          episode_timeout_s=args.timeout, out=sink,
+                          progress=not args.no_progress, mode=args.mode,
+                          env_kwargs=env_kwargs, seed=args.seed, skip=skip)
+    except KeyboardInterrupt:
+        command = shlex.join(["tir-envs", *getattr(args, "argv", ["rollout", "..."])])
+        print(f"tir-envs rollout: interrupted: {resume.saved_count(args.out)} episodes are saved "
+              f"in {args.out}; resume with:\n  {command}", file=sys.stderr)
+        return 130
+    except Exception:
+        if not resuming:
+            resume.discard_if_empty(args.out)  # a run that never started leaves no file
+        raise
     finally:
         close = getattr(policy, "close", None)
         if close is not None:
             close()
+    if skip:  # the figures are the whole file's: the earlier sessions' episodes and these
+        from tir_envs.trajectory import read_jsonl
+        out = type(out)(read_jsonl(args.out), out.stats)
     rewards = [t.reward for t in out if not t.infra_failed]
     summary = {**out.stats.to_dict(), "out": args.out,
                "mean_reward": sum(rewards) / len(rewards) if rewards else None}
+    if skip:
+        summary["resumed"] = len(skip)  # episodes an earlier, interrupted run saved
+        summary["episodes_in_out"] = len(out)
     print(json.dumps(summary))
     failed = [t for t in out if t.infra_failed]
     if failed:

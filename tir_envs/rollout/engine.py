@@ -31,7 +31,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 
@@ -184,6 +184,17 @@ def _task_options(tasks: Sequence[Any] | int | None, first_env: gym.Env) -> list
     return [{"task": Task.coerce(t, i)} for i, t in enumerate(tasks)]
 
 
+def _per_task_policies(policy: Any, options: Sequence[dict[str, Any]],
+                       first_env: gym.Env) -> list[Any] | None:
+    """One policy per task for a policy that answers per task (``for_task``: the gold
+    policies of ``tir_envs.rollout.gold``); ``None`` for an ordinary policy."""
+    for_task = getattr(policy, "for_task", None)
+    if for_task is None:
+        return None
+    env = first_env.unwrapped
+    return [for_task(o["task"] if "task" in o else env.tasks[o["index"]], env) for o in options]
+
+
 def _check_args(samples_per_task: int, max_concurrency: int, episode_timeout_s: float | None,
                 mode: str) -> None:
     check_positive_int(samples_per_task=samples_per_task, max_concurrency=max_concurrency)
@@ -200,7 +211,8 @@ async def acollect(env: EnvSpec | EpisodeRunner, policy: Policy,
                    out: str | Path | IO[str] | None = None, progress: bool = True,
                    mode: str = "async", env_kwargs: dict[str, Any] | None = None,
                    seed: int | None = None,
-                   on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+                   on_trajectory: Callable[[Trajectory], None] | None = None,
+                   skip: Collection[tuple[int, int]] = ()) -> Rollouts:
     """Async twin of ``collect`` (same arguments), for callers already inside an event loop."""
     _check_args(samples_per_task, max_concurrency, episode_timeout_s, mode)
     runner, owned = _runner(env, env_kwargs, episode_timeout_s)
@@ -208,11 +220,14 @@ async def acollect(env: EnvSpec | EpisodeRunner, policy: Policy,
         runner.check_policy(policy)
         options = _task_options(tasks, runner.first_env)
         base = sampling or SamplingParams()
+        per_task = _per_task_policies(policy, options, runner.first_env)
         jobs = [EpisodeJob(options[i // samples_per_task],
                            None if seed is None else seed + i,
                            base if base.seed is None else replace(base, seed=base.seed + i),
-                           {"group": i // samples_per_task, "sample": i % samples_per_task})
-                for i in range(len(options) * samples_per_task)]
+                           {"group": i // samples_per_task, "sample": i % samples_per_task},
+                           per_task[i // samples_per_task] if per_task else None)
+                for i in range(len(options) * samples_per_task)
+                if (i // samples_per_task, i % samples_per_task) not in skip]
         rollouts = await arun(runner, policy, jobs, max_concurrency=max_concurrency, mode=mode,
                               out=out, progress=progress, on_trajectory=on_trajectory,
                               name=env if isinstance(env, str) else None)
@@ -249,6 +264,8 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
         raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
     from tqdm.auto import tqdm
 
+    if jobs:
+        await runner.warm_up()  # a cold index or JVM loads here, not in the episodes' latency
     stats = RolloutStats(total=len(jobs))
     name = name or getattr(runner.first_env.unwrapped, "env_id", "env")
     bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
@@ -299,7 +316,8 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
             sampling: SamplingParams | None = None, episode_timeout_s: float | None = None,
             out: str | Path | IO[str] | None = None, progress: bool = True, mode: str = "async",
             env_kwargs: dict[str, Any] | None = None, seed: int | None = None,
-            on_trajectory: Callable[[Trajectory], None] | None = None) -> Rollouts:
+            on_trajectory: Callable[[Trajectory], None] | None = None,
+            skip: Collection[tuple[int, int]] = ()) -> Rollouts:
     """Run ``samples_per_task`` episodes of every task against ``policy``; return them all.
 
     Args:
@@ -325,6 +343,8 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
       env_kwargs: keyword arguments for the env (id or factory).
       seed: reset seed of the first episode; episode ``i`` gets ``seed + i``.
       on_trajectory: called with each trajectory as it finishes (completion order).
+      skip: ``(group, sample)`` pairs not to run (an interrupted run's finished episodes, when
+        resuming it: every other episode keeps its seed and its ``group``/``sample`` tags).
 
     Returns ``Rollouts``: a list of trajectories in job order (task by task, G each; see
     ``metadata["group"]``/``["sample"]``) with ``.stats`` and ``.groups()``.  Must be called
@@ -337,7 +357,7 @@ def collect(env: EnvSpec | EpisodeRunner, policy: Policy,
                                   max_concurrency=max_concurrency, sampling=sampling,
                                   episode_timeout_s=episode_timeout_s, out=out, progress=progress,
                                   mode=mode, env_kwargs=env_kwargs, seed=seed,
-                                  on_trajectory=on_trajectory)
+                                  on_trajectory=on_trajectory, skip=skip)
         finally:
             closer = getattr(policy, "aclose", None)
             if closer is not None:

@@ -38,6 +38,8 @@ class Generation:
     ``finish_reason``: ``stop`` (a stop string or EOS), ``length`` (max_tokens), ``abort``.
     ``stop_reason``: the stop string that ended it, if any.  ``retokenized``: the backend
     could only return text, so ``token_ids`` come from encoding it (see ``drift``).
+    ``policy_version``: the weights that sampled it, for off-policy corrections and staleness
+    filters in asynchronous training.
     """
 
     token_ids: list[int]
@@ -46,6 +48,9 @@ class Generation:
     stop_reason: str | None = None
     text: str | None = None
     retokenized: bool = False
+    #: which weights sampled it (a trainer's step or weight-sync count), when the backend knows;
+    #: else the policy's ``version`` attribute at the call is used (``EpisodeRunner``)
+    policy_version: int | None = None
 
 
 class PolicyError(RuntimeError):

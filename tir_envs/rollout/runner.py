@@ -101,6 +101,7 @@ class Episode:
         self.generate_s = 0.0
         self.step_s = 0.0
         self.finish_reasons: list[str] = []
+        self.policy_versions: list[int | None] = []  # per action: the weights that sampled it
         self._closed = False
 
     async def reset(self, seed: int | None = None) -> Any:
@@ -119,6 +120,7 @@ class Episode:
                                          (*sampling.stop_token_ids,
                                           *self.limits.stop_token_ids))))
         t0 = time.perf_counter()
+        before = getattr(policy, "version", None)  # the weights this call starts with
         try:
             gen = await policy.generate(list(self.trajectory.input_ids), list(self.limits.stop),
                                         params)
@@ -129,6 +131,8 @@ class Episode:
             raise PolicyError(f"{type(policy).__name__}.generate failed: "
                               f"{type(exc).__name__}: {exc}") from exc
         self.generate_s += time.perf_counter() - t0
+        self.policy_versions.append(before if gen.policy_version is None
+                                    else gen.policy_version)
         return gen
 
     async def step(self, gen: Generation) -> tuple[Any, float]:
@@ -187,7 +191,7 @@ class Episode:
             traj.metadata.update({
                 **self.tags, "episode_s": round(time.perf_counter() - self.started, 6),
                 "generate_s": round(self.generate_s, 6), "step_s": round(self.step_s, 6),
-                "finish_reasons": self.finish_reasons})
+                "finish_reasons": self.finish_reasons, **_versions(self.policy_versions)})
         return traj
 
 
@@ -226,6 +230,22 @@ class EpisodeRunner:
     def capacity(self) -> int | None:
         """How many episodes can run at once (``None``: as many as asked, envs are made)."""
         return self._pool.capacity
+
+    async def warm_up(self) -> None:
+        """Let the env's tools load what their first call would (``Tool.warm_up``: a search
+        index, a JVM) before any episode starts, so a cold start is not counted in the first
+        episodes' tool latency.  A tool that cannot warm up is left to fail in its episode,
+        where the failure is recorded as the infrastructure error it is."""
+        env = self._pool.first.unwrapped
+        if not getattr(env, "use_tools", True):
+            return
+        for tool in dict(getattr(env, "tools", None) or {}).values():
+            warm = getattr(tool, "warm_up", None)  # a tool not built on Tool may lack it
+            try:
+                if warm is not None:
+                    await warm()
+            except Exception:  # noqa: BLE001 - the episode's own call reports it
+                pass
 
     def check_policy(self, policy: Any) -> None:
         """Refuse a policy whose vocabulary differs from the env's (``check_vocab``)."""
@@ -447,3 +467,14 @@ def _check_generation(gen: Any, policy: Any) -> None:
     if gen.logprobs is not None and len(gen.logprobs) != len(gen.token_ids):
         raise ValueError(f"{name}.generate returned {len(gen.logprobs)} logprobs for "
                          f"{len(gen.token_ids)} tokens; return one per token or None")
+
+
+def _versions(versions: list[int | None]) -> dict[str, object]:
+    """``policy_versions`` (per action) and ``policy_version`` (the oldest: what a staleness
+    filter compares with the trainer's current version) when the policy says which weights
+    sampled each action; nothing when it never does."""
+    known = [v for v in versions if v is not None]
+    if not known:
+        return {}
+    return {"policy_versions": list(versions), "policy_version": min(known)}
+

@@ -78,5 +78,10 @@ class Tool:
     async def close_session(self, session: Any) -> None:
         return None
 
+    async def warm_up(self) -> None:
+        """Load now what the first call would otherwise load (an index, a JVM), so that cost
+        lands before the first episode instead of in its tool latency.  Idempotent."""
+        return None
+
     def close(self) -> None:
         """Release process-wide resources (pools, connections).  Idempotent."""

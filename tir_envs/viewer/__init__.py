@@ -12,10 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tir_envs.viewer.page import page_data, render_page
-from tir_envs.viewer.pieces import TokenPieces
-from tir_envs.viewer.sources import Episode, ViewSourceError, load_episodes
-
+#: names imported on first use (``tir-envs view --help`` reads only ``tir_envs.viewer.cli``)
+_LAZY = {"page_data": "page", "render_page": "page", "TokenPieces": "pieces",
+         "Episode": "sources", "ViewSourceError": "sources", "load_episodes": "sources"}
 __all__ = ["Episode", "TokenPieces", "ViewSourceError", "load_episodes", "page_data",
            "pick_tokenizer", "render_page", "write_page"]
 
@@ -39,12 +38,21 @@ def pick_tokenizer(explicit: Any, settings: dict, episodes: list) -> tuple[Any, 
     return load_tokenizer(spec), False
 
 
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"tir_envs.viewer.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'tir_envs.viewer' has no attribute {name!r}")
+
+
 def write_page(source: str | Path, out: str | Path | None = None, tokenizer: Any = None,
                title: str | None = None) -> Path:
     """Write the page for ``source`` to ``out`` (default: ``view.html`` inside a run folder,
     else beside the file) and return its path.  ``tokenizer``: the one the ledger's ids belong
     to (default: the run's ``tokenizer`` setting, else the one the ledgers pin; with neither,
     the bundled Qwen2.5, and the page says it was guessed)."""
+    from tir_envs.viewer.page import render_page
+    from tir_envs.viewer.sources import load_episodes
+
     src = Path(source)
     episodes, settings = load_episodes(src)
     tok, guessed = pick_tokenizer(tokenizer, settings, episodes)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 from pathlib import Path
 
 
@@ -41,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
 def serve(page: Path, port: int = 0) -> None:
     """Serve the page's folder on 127.0.0.1 until Ctrl-C (the page itself needs no server)."""
+    import functools
+    import http.server
+
     handler = functools.partial(http.server.SimpleHTTPRequestHandler,
                                 directory=str(page.parent.resolve()))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:

@@ -4,6 +4,11 @@ The page needs no network and no server: the episodes are embedded as JSON (ever
 so no model output can close the script element), and the script puts text into the page only
 through ``textContent``, never as markup.  Token texts are stored once in a string table and
 referenced by index, which keeps pages of long runs small.
+
+It stays quick at tens of thousands of episodes: the run table's rows are one small JSON object,
+while the trajectories sit in chunks of ``CHUNK`` episodes (one ``script#ep-N`` each) that the
+page parses only when an episode of the chunk is opened; the table shows one page of rows at a
+time (``benchmarks/perf/viewer.py`` measures it).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from importlib import resources
 from typing import Any, Sequence
 
@@ -45,12 +51,18 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: episodes per lazily parsed chunk of the page
+CHUNK = 256
+
+
 def _row(i: int, ep: Episode) -> dict[str, Any]:
     t = ep.trajectory
+    step = ep.extra.get("step")
     return {"i": i, "part": ep.part, "item": ep.item, "sample": ep.sample,
             "verdict": ep.verdict, "reward": _num(t.reward), "turns": len(t.turns),
             "calls": t.num_tool_calls, "status": t.stop_reason or "",
-            "tokens": len(t.prompt_ids) + len(t.token_ids), "policy": t.num_policy_tokens}
+            "tokens": len(t.prompt_ids) + len(t.token_ids), "policy": t.num_policy_tokens,
+            "step": step if isinstance(step, int) else None}
 
 
 def _turn(turn: Any) -> dict[str, Any]:
@@ -91,6 +103,13 @@ def page_data(episodes: Sequence[Episode], tokenizer: Any,
             "episodes": details, "strings": strings.table}
 
 
+def _script_json(value: Any) -> str:
+    """JSON that no text inside can end a ``<script>`` element with (every ``<`` escaped)."""
+    data = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                      default=str)
+    return data.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def _asset(name: str) -> str:
     return (resources.files("tir_envs.viewer") / "assets" / name).read_text(encoding="utf-8")
 
@@ -98,11 +117,14 @@ def _asset(name: str) -> str:
 def render_page(episodes: Sequence[Episode], tokenizer: Any,
                 settings: dict[str, Any] | None = None, title: str = "tir-envs view") -> str:
     """The page's HTML (see the module docstring)."""
-    data = json.dumps(page_data(episodes, tokenizer, settings, title), ensure_ascii=False,
-                      allow_nan=False, separators=(",", ":"), default=str)
-    data = data.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return (_asset("page.html")
-            .replace("{{TITLE}}", html.escape(title))
-            .replace("{{STYLE}}", _asset("viewer.css"))
-            .replace("{{SCRIPT}}", _asset("viewer.js"))
-            .replace("{{DATA}}", data))
+    data = page_data(episodes, tokenizer, settings, title)
+    details = data.pop("episodes")
+    data["chunk"] = CHUNK
+    chunks = "\n".join(f'<script type="application/json" id="ep-{n}">'
+                        f"{_script_json(details[start:start + CHUNK])}</script>"
+                        for n, start in enumerate(range(0, len(details), CHUNK)))
+    parts = {"TITLE": html.escape(title), "STYLE": _asset("viewer.css"),
+             "SCRIPT": _asset("viewer.js"), "EPISODES": chunks, "DATA": _script_json(data)}
+    # one pass: text put in (a model's "{{DATA}}", say) is never substituted again
+    return re.sub(r"\{\{(TITLE|STYLE|SCRIPT|EPISODES|DATA)\}\}", lambda m: parts[m[1]],
+                  _asset("page.html"))

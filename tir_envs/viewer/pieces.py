@@ -36,6 +36,7 @@ class TokenPieces:
         added = getattr(tokenizer, "get_added_vocab", None)
         self._added = set(added()) if callable(added) else set()
         self._byte_level = self._detect_byte_level()
+        self._bytes: dict[str, bytes] = {}  # token -> its bytes: a long run repeats its tokens
 
     def _detect_byte_level(self) -> bool:
         sample = self.tokenizer.convert_ids_to_tokens([self.tokenizer.convert_tokens_to_ids("Ġ")]) \
@@ -43,6 +44,12 @@ class TokenPieces:
         return bool(sample) and sample[0] == "Ġ"
 
     def _token_bytes(self, token: str) -> bytes:
+        found = self._bytes.get(token)
+        if found is None:
+            found = self._bytes[token] = self._decode_token(token)
+        return found
+
+    def _decode_token(self, token: str) -> bytes:
         if token in self._added or token in self._special:
             return token.encode("utf-8")
         table = _byte_decoder()

@@ -12,6 +12,7 @@ Each becomes an :class:`Episode`: the row the run table shows plus the ledger it
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -67,7 +68,20 @@ def _load_folder(folder: Path) -> tuple[list[Episode], dict[str, Any]]:
     if not files:
         raise ViewSourceError(f"{folder} holds no samples.jsonl and no *.jsonl trajectory "
                               "files; pass a benchmark run folder or a trajectory JSONL")
-    return [e for f in files for e in _read_file(f)], settings
+    episodes = []
+    for f in files:
+        step = _step_of(f)
+        for e in _read_file(f):
+            if e.extra.get("step") is None and step is not None:
+                e.extra["step"] = step  # a GRPO dump: rollouts/step_NNNNN.jsonl
+            episodes.append(e)
+    return episodes, settings
+
+
+def _step_of(path: Path) -> int | None:
+    """The training step a dump file's name gives (``step_00012.jsonl``: 12)."""
+    match = re.fullmatch(r"step_(\d+)", path.stem)
+    return int(match[1]) if match else None
 
 
 def _read_file(path: Path) -> Iterator[Episode]:

@@ -186,6 +186,7 @@ class GRPOTrainer:
         c = self.config
         t0 = time.perf_counter()
         self._generated, self._round = 0, 0
+        self._stamp_policy_version()
         budget = self._apply_context_budget()
         filled = fill_batch(self._rollout, c.rollout.tasks_per_step, self._keep_rule(),
                             c.algorithm.max_refill_rounds, c.algorithm.oversample)
@@ -393,6 +394,14 @@ class GRPOTrainer:
                     batch.ref_logprobs[idx, :width] = lp.float().cpu()
 
     # ------------------------------------------------------------------ weights
+    def _stamp_policy_version(self) -> None:
+        """The weights about to sample are those after ``self.step`` updates: the policy says so
+        to every episode it generates for (``trajectory.metadata["policy_version"]``)."""
+        try:
+            self.policy.version = self.step
+        except AttributeError:  # a policy object that takes no attributes: versions unknown
+            pass
+
     def sync_weights(self) -> None:
         """Push the trained weights to a generator that holds its own copy (vLLM)."""
         if getattr(self.policy, "model", None) is self.model:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.ifeval.evaluate import IFEvalVerdict, score_response
 from tir_envs.rewards.response import final_response
 
@@ -29,14 +29,15 @@ def task_instructions(task: "Task") -> tuple[list[str], list[dict]]:
     return list(ids), list(kwargs) if kwargs is not None else [{} for _ in ids]
 
 
-class IFEvalReward:
+class IFEvalReward(Reward):
     """Instruction-following reward.
 
     ``value`` is, by ``mode``: ``strict`` (default; AutoTIR's IFScore: 1 when every instruction
     is followed as written, else 0), ``loose`` (IFEval's loose prompt-level verdict) or
     ``soft`` (share of instructions followed, strict).  All of them are logged as components,
     with ``correct`` = the strict prompt-level verdict and ``has_answer`` = a non-blank response.
-    ``extract`` turns the policy's action texts into the response to score.
+    In an env the response is the protocol's answer; offline, ``extract`` turns the policy's
+    action texts into the response to score.
     """
 
     def __init__(self, mode: str = "strict",
@@ -50,9 +51,13 @@ class IFEvalReward:
         ids, kwargs = task_instructions(task)
         return score_response(response, ids, kwargs)
 
-    def __call__(self, task: "Task", trajectory: "Trajectory",
-                 actions: Sequence[str]) -> RewardResult:
-        response = self.extract(actions)
+    def read_answer(self, task: "Task", actions: Sequence[str]) -> str:
+        return self.extract(actions)
+
+    def score(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
+        """IFScore of the response ``answer`` (``None``: an empty response)."""
+        response = answer or ""
         verdict = self.verdict(task, response)
         components = {"ifscore": verdict.ifscore, "strict": verdict.ifscore,
                       "loose": float(verdict.loose_prompt), "soft": verdict.soft,

@@ -89,7 +89,10 @@ class _Worker:
             p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
         self.process = subprocess.Popen(
             [sys.executable, "-c", _WORKER_MAIN % int(memory_mb or 0)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            # its own session: a terminal's Ctrl-C goes to the caller, which stops the workers
+            # (they exit when their stdin closes), not to each worker as a traceback
+            start_new_session=True)
         self.out_fd = self.process.stdout.fileno()
         self._poller = select.poll()  # unlike select(), fine with descriptors above 1024
         self._poller.register(self.out_fd, select.POLLIN)

@@ -14,7 +14,9 @@ Terms (each optional except the first):
 Infrastructure failures (sandbox died) are not penalised as code errors; the trajectory's
 ``infra_failed`` flag tells a trainer to drop the episode instead.
 
-``extraction`` says how an answer is found in the policy's text when the caller gives none:
+In an env the answer is the protocol's (``MathProtocol.answer``: the boxed final answer outside
+code), handed to ``score`` and recorded as ``trajectory.metadata["answer"]``.
+``extraction`` says how an answer is found in the policy's text for offline grading:
 ``"boxed"`` (the RL default: the boxed final answer, nothing else) or ``"fallback"`` (evaluation
 suites that ask for it: also "final answer is ..." and the last ``$...$`` of the last sentence).
 """
@@ -24,9 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
-from tir_envs.rewards.math.pool import TIMEOUT, Grade, GraderPool, default_pool
+from tir_envs.rewards.math.forms import form_correct, strip_unit
+from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
 EXTRACTIONS = ("boxed", "fallback")
@@ -65,7 +68,7 @@ def invalid_calls(trajectory, known_tools: Sequence[str] | None = None) -> int:
 
 
 @dataclass
-class MathReward:
+class MathReward(Reward):
     """Outcome reward of the math-code recipes (see the module docstring for the terms)."""
 
     correct_reward: float = 1.0
@@ -93,16 +96,40 @@ class MathReward:
         """The policy's answer in its actions, by this reward's ``extraction`` rule."""
         return extract_final_answer("\n".join(actions), fallback=self.extraction == "fallback")
 
+    def read_answer(self, task, actions: Sequence[str]) -> FinalAnswer | None:
+        return self.extract(actions)
+
     def grade(self, answer: str | None, gold: Any) -> Grade:
         return (self.grader or default_pool()).grade(answer, gold_text(gold))
 
+    def grade_task(self, answer: str | None, task) -> Grade:
+        """``grade`` against the task's gold, by the task's ``answer_form`` when it has one and
+        without its ``unit`` (``tir_envs.rewards.math.forms``)."""
+        meta = getattr(task, "meta", None) or {}
+        if answer is not None and meta.get("unit"):
+            bare = strip_unit(str(answer), meta["unit"])
+            answer = answer if bare == str(answer) else bare  # a unit stripped: one value
+        form = meta.get("answer_form")
+        if form is None or answer is None:
+            return self.grade(answer, task.answer)
+        ok = form_correct(str(answer), gold_text(task.answer), form,
+                          lambda p, g: self.grade(p, g).correct)
+        return Grade(ok, QUICK, detail=f"answer_form {form}")
+
     def __call__(self, task, trajectory, actions: Sequence[str],
                  answer: str | None = None) -> RewardResult:
-        """Reward of a finished episode.  ``answer`` overrides the extraction (``extract``), e.g.
-        the argument of an ``answer`` tool."""
-        if answer is None:
-            answer = self.extract(actions)
-        grade = self.grade(answer, task.answer)
+        """Offline grading of action texts.  ``answer`` overrides the extraction
+        (``extract``), e.g. the argument of an ``answer`` tool."""
+        return self.score(task, trajectory, self.extract(actions) if answer is None else answer)
+
+    def score(self, task, trajectory, answer: str | None) -> RewardResult:
+        """Reward of a finished episode whose answer is ``answer`` (``None``: none given).  A
+        task without a gold answer (inference only) scores 0 with no verdict."""
+        record = {"answer": answer}
+        if task.answer is None:
+            return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
+                                answered=answer is not None, answer=answer, metadata=record)
+        grade = self.grade_task(answer, task)
         outcome = self.correct_reward if grade.correct else self.wrong_reward
         parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
                  "outcome": outcome}
@@ -120,7 +147,8 @@ class MathReward:
             hit = self._penalised(name, trajectory, failures)
             parts[f"{name}_penalty"] = -abs(value) if hit else 0.0
             total += parts[f"{name}_penalty"]
-        return RewardResult(total, parts)
+        return RewardResult(total, parts, correct=grade.correct, answered=answer is not None,
+                            answer=answer, metadata=record)
 
     def _penalised(self, name: str, trajectory, failures: int) -> bool:
         if name == "exec_error":

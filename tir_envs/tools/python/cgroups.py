@@ -4,9 +4,14 @@ What ``RLIMIT_AS`` misses, a memory cgroup counts: every process of the session 
 the kernel memory it makes the kernel hold (memfd and tmpfs pages, pipe buffers, page tables),
 so a session cannot grow past its limit by forking or by parking data in the kernel, and the
 OOM killer, when the limit is hit, picks a process of that session only.  The ``pids``
-controller caps its processes and threads whatever the uid (root included).  The pids list
-is also how the host stops every process of a session between calls (``stop``/``cont``), and
+controller caps its processes and threads whatever the uid (root included).  The pids list,
+and the ``freezer`` controller where the host has one, are how the host stops every process
+of a session between calls (``stop``/``cont``): frozen, a session cannot fork, so its process
+list is complete while each process gets its ``SIGSTOP``, and it is thawed at once (stopped,
+each still dies of SIGKILL; a frozen one would not, and a host that died would leave it
+frozen).  ``interpreter_state``
 ``interpreter_state`` reads from the kernel whether the interpreter waits for its next request
+reads from the kernel whether the interpreter waits for its next request
 (the only sign the host takes that a cell is over; see docs/sandbox.md, threat model).
 
 Layout: ``<mount>/<controller>/tir-envs/<host pid>-<n>/s<sid>``.  Only directories this module
@@ -26,6 +31,8 @@ import signal
 ROOT = "/sys/fs/cgroup"
 TOP = "tir-envs"
 CONTROLLERS = ("memory", "pids")
+FREEZER = "freezer"        # optional: without it, a stop is signals only (see ``stop``)
+FREEZE_WAIT_READS = 2000   # reads of freezer.state while the session's tasks freeze
 KEEPER_PIDS = 1            # the keeper process is in the cgroup too
 MEMORY_HEADROOM_MB = 64    # interpreter pages copied on write, page tables, kernel objects
 STOP_ROUNDS = 16
@@ -95,6 +102,8 @@ class SessionCgroup:
     def __init__(self, dirs: dict[str, str]):
         self.dirs = dirs
         self._procs = os.path.join(dirs["pids"], "cgroup.procs")
+        self._freezer = (os.path.join(dirs[FREEZER], "freezer.state") if FREEZER in dirs
+                         else None)
         self.keeper = 0
         self.interpreter = 0
         self._syscall_fd = -1     # the interpreter's /proc/<pid>/syscall, kept open
@@ -186,22 +195,59 @@ class SessionCgroup:
         return "waiting" if waiting else "busy"
 
     def stop(self) -> None:
-        """SIGSTOP every process of the session but the keeper (again for any that forked
-        meanwhile).  Stopped processes still die of SIGKILL: a host that dies leaves nothing
-        frozen behind.  Host descriptors stay bounded whatever the session forks and however
-        often this is retried: the interpreter's pidfd is kept for the session's life, any
-        other process is signalled through a pidfd closed at once."""
+        """SIGSTOP every process of the session but the keeper.  Stopped processes still die
+        of SIGKILL: a host that dies leaves nothing frozen behind.  Host descriptors stay
+        bounded whatever the session forks and however often this is retried: the
+        interpreter's pidfd is kept for the session's life, any other process is signalled
+        through a pidfd closed at once."""
         if self._interp_fd >= 0:
             # Usually the session is the keeper and the interpreter's one thread: after the
-            # signal, a count of 2 means nothing else exists to stop (a fork that had not
-            # passed its signal check by then is restarted after the stop).  No listing of
-            # cgroup.procs.  A fork already past that check when the signal was sent may
-            # show up only later, as with the listing below: it is stopped by the next
-            # call's stop, and the interpreter is not seen waiting for its request until
-            # that fork has returned.
+            # signal, a count of 2 means nothing else exists to stop.  (A fork of the
+            # interpreter charges the pids cgroup before its signal check: one under way is
+            # counted.  One the interpreter starts after this read, before the stop lands, is
+            # not: the caller calls ``stop`` again once the stop has landed.)
             _pidfd_signal(self._interp_fd, signal.SIGSTOP)
             if self._tasks() == 2:
                 return
+        if self._freezer is not None and self._stop_frozen():
+            return
+        self._stop_rounds()
+
+    def _stop_frozen(self) -> bool:
+        """Freeze the session (no process of it can run or fork), SIGSTOP every process the
+        now complete list holds, thaw: each stops before it returns to user space.  False
+        when the freezer cannot be used (then ``stop`` falls back to signal rounds)."""
+        try:
+            fd = os.open(self._freezer, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            os.write(fd, b"FROZEN")
+            for _ in range(FREEZE_WAIT_READS):  # FREEZING until every task is frozen
+                if os.pread(fd, 16, 0).startswith(b"FROZEN"):
+                    break
+                os.sched_yield()
+            else:
+                return False  # thawed below; the signal rounds take over
+            for pid in self.pids():
+                if pid == self.interpreter and self._interp_fd >= 0:
+                    _pidfd_signal(self._interp_fd, signal.SIGSTOP)
+                elif pid != self.keeper:
+                    self._others = True
+                    _signal_pid(pid, signal.SIGSTOP)
+            return True
+        except OSError:
+            return False
+        finally:
+            try:
+                os.write(fd, b"THAWED")
+            except OSError:
+                pass
+            os.close(fd)
+
+    def _stop_rounds(self) -> None:
+        """Without a freezer: SIGSTOP what the list shows, again for any that forked
+        meanwhile (a process that forks continuously can outrun it; see docs/sandbox.md)."""
         seen: set[int] = {self.keeper}
         for _ in range(STOP_ROUNDS):
             new = [p for p in self.pids() if p not in seen]
@@ -248,6 +294,7 @@ class SessionCgroup:
 
     def remove(self) -> bool:
         """Kill what is left and remove the directories; False while some are still busy."""
+        _thaw(self.dirs.get(FREEZER))
         _signal_all(self.pids(), signal.SIGKILL)
         if self._interp_fd >= 0:
             os.close(self._interp_fd)
@@ -283,6 +330,11 @@ class CgroupTree:
                 return None, f"no cgroup v1 {c!r} hierarchy at {base}"
             if not os.access(base, os.W_OK):
                 return None, f"{base} is not writable (not root, or not delegated)"
+        freezer = os.path.join(root, FREEZER)
+        if os.path.exists(os.path.join(freezer, "cgroup.procs")) and os.access(freezer,
+                                                                                os.W_OK):
+            # first: a sweep thaws the frozen before the other controllers' sweeps kill
+            tops = {FREEZER: os.path.join(freezer, TOP), **tops}
         name = f"{os.getpid()}-{next(_COUNTER)}"
         made: dict[str, str] = {}
         try:
@@ -303,6 +355,11 @@ class CgroupTree:
                 _rmdir_quietly(d)
             return None, f"cannot create {TOP} cgroups: {e}"
         return cls(made), None
+
+    @property
+    def freezer(self) -> bool:
+        """Whether sessions get a freezer cgroup (see ``SessionCgroup.stop``)."""
+        return FREEZER in self.pool_dirs
 
     def session(self, sid: int) -> SessionCgroup:
         dirs = {c: os.path.join(d, f"s{sid}") for c, d in self.pool_dirs.items()}
@@ -349,9 +406,20 @@ def _remove_tree(pool_dir: str) -> None:
     for name in names:
         d = os.path.join(pool_dir, name)
         if os.path.isdir(d):
+            _thaw(d)  # frozen processes do not die of SIGKILL
             _signal_all(_read_pids(os.path.join(d, "cgroup.procs")), signal.SIGKILL)
             _rmdir_quietly(d)
     _rmdir_quietly(pool_dir)
+
+
+def _thaw(freezer_dir: str | None) -> None:
+    """Thaw a freezer cgroup (no-op for other controllers' directories)."""
+    if freezer_dir is None:
+        return
+    try:
+        _write(os.path.join(freezer_dir, "freezer.state"), "THAWED")
+    except OSError:
+        pass
 
 
 def _pid_alive(pid: int) -> bool:

@@ -63,6 +63,9 @@ def execution_from_reply(reply: dict, limits: Limits) -> Execution:
                                      lost_state=True, **details)
         return Execution.failure(ToolStatus.KILLED, _death_message(reply), lost_state=True,
                                  **details)
+    if kind == "flood":
+        return Execution.failure(ToolStatus.KILLED, "Killed: the code flooded the sandbox's "
+                                 f"host ({reply.get('error')}).", lost_state=True)
     if kind == "protocol":
         return Execution.failure(ToolStatus.KILLED, "Killed: the interpreter sent a malformed "
                                  "reply (the code tampered with the sandbox).", lost_state=True)
@@ -106,7 +109,7 @@ class LocalBackend(SandboxBackend):
             self.pool.abandon(handle, fut)
             raise
         exe = execution_from_reply(reply, limits)
-        exe.details["isolation"] = handle.zygote.mode
+        exe.details["isolation"] = handle.fork_server.mode
         return exe
 
     async def close(self, handle: SessionHandle) -> None:

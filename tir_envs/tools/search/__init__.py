@@ -2,14 +2,21 @@
 and its client, corpus and index building, and the ``search`` tool.
 
 Heavy backends are imported lazily: ``import tir_envs.tools.search`` needs nothing beyond the
-core install.
+core install, and loads none of its modules until a name is used (``tir-envs --help`` reads
+only the command modules).
 """
 
-from tir_envs.tools.search.backends import (auto_backend, build_index, open_retriever,
-                                            shared_retriever)
-from tir_envs.tools.search.formatting import format_hits
-from tir_envs.tools.search.retriever import Hit, Retriever, RetrieverError
-from tir_envs.tools.search.tool import SearchTool
+import importlib
+from typing import Any
 
+_LAZY = {"auto_backend": "backends", "build_index": "backends", "open_retriever": "backends",
+         "shared_retriever": "backends", "format_hits": "formatting", "Hit": "retriever",
+         "Retriever": "retriever", "RetrieverError": "retriever", "SearchTool": "tool"}
 __all__ = ["Hit", "Retriever", "RetrieverError", "SearchTool", "auto_backend", "build_index",
            "format_hits", "open_retriever", "shared_retriever"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"tir_envs.tools.search.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'tir_envs.tools.search' has no attribute {name!r}")

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from tir_envs.tools.search.corpus import (building, iter_corpus, normalize_docs, read_manifest,
+from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, iter_corpus,
+                                          normalize_docs, peak_rss_mb, read_manifest,
                                           write_jsonl, write_manifest)
 from tir_envs.tools.search.lucene import B, K1
 from tir_envs.tools.search.retriever import Hit, Retriever, check_k
@@ -105,14 +106,20 @@ class BM25Retriever(Retriever):
 
 
 def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = False,
-                     k1: float = K1, b: float = B) -> Path:
-    """Index the JSONL ``corpus`` into the folder ``out`` for ``BM25Retriever.load``."""
+                     k1: float = K1, b: float = B, skip_bad: bool = False,
+                     progress: bool = False) -> Path:
+    """Index the ``corpus`` (JSONL or Parquet) into the folder ``out`` for
+    ``BM25Retriever.load``.  The corpus is held in memory (bm25s indexes it at once);
+    ``skip_bad`` and ``progress`` as for the Lucene build; ``out`` appears only when done."""
     start = time.perf_counter()
-    docs = list(iter_corpus(corpus))
-    retriever = BM25Retriever(docs, k1=k1, b=b)
+    stats = CorpusStats()
     with building(out, overwrite) as tmp:
+        docs = list(iter_corpus(corpus, skip_bad, stats, progress))
+        retriever = BM25Retriever(docs, k1=k1, b=b)
         write_jsonl(docs, tmp / "docs.jsonl")
         retriever.model.save(str(tmp / "bm25s"))
         write_manifest(tmp, backend="bm25", num_docs=len(docs), corpus=str(corpus), k1=k1,
-                       b=b, build_seconds=round(time.perf_counter() - start, 2))
+                       b=b, skipped=stats.skipped, skipped_examples=stats.errors,
+                       build_seconds=round(time.perf_counter() - start, 2),
+                       index_bytes=folder_bytes(tmp), **peak_rss_mb())
     return Path(out)

@@ -5,6 +5,11 @@
 "score"}, ...], ...]}``, the Search-R1 server protocol; ``GET /health`` describes the index.
 A batch runs as one ``batch_search`` on a worker thread, so the event loop keeps serving.
 
+Back-pressure: at most ``max_pending`` requests are searched or waiting at once; past that the
+server answers at once with HTTP 503 and ``{"error": "overloaded", "reason", "pending",
+"max_pending"}`` (and ``Retry-After``), instead of letting a queue (and every client's latency)
+grow without bound.  The client turns it into an infrastructure error of that one search.
+
 ``RetrievalServer`` starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
 answers, and always stops it::
 
@@ -28,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from tir_envs.tools.search.retriever import Retriever
+from tir_envs.tools.search.serve_cli import LOOPBACK, add_arguments
 
-LOOPBACK = "127.0.0.1"
 MAX_BATCH = 4096
+#: requests searched or queued at once before the server answers 503 (overloaded)
+MAX_PENDING = 256
 
 
 class BadRequest(ValueError):
@@ -52,24 +59,42 @@ def parse_request(body: Any, default_k: int) -> tuple[list[str], int, bool]:
     return queries, k, bool(body.get("return_scores", True))
 
 
-def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1):
-    """The aiohttp application serving ``retriever``."""
+def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
+             max_pending: int = MAX_PENDING):
+    """The aiohttp application serving ``retriever`` (see the module docstring)."""
     from aiohttp import web
+
+    if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+        raise ValueError(f"max_pending must be a positive integer, got {max_pending!r}")
+    load = {"pending": 0, "rejected": 0, "served": 0}
 
     async def retrieve(request: web.Request) -> web.Response:
         try:
             queries, k, scores = parse_request(await request.json(), default_k)
         except (BadRequest, json.JSONDecodeError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        if load["pending"] >= max_pending:
+            load["rejected"] += 1
+            return web.json_response(
+                {"error": "overloaded", "pending": load["pending"], "max_pending": max_pending,
+                 "reason": f"{load['pending']} requests are already being searched or queued "
+                           f"(limit {max_pending}); retry later, or start the server with a "
+                           "higher --max-pending or more replicas"},
+                status=503, headers={"Retry-After": "1"})
+        load["pending"] += 1
         try:
             results = await retriever.abatch_search(queries, k, threads)
         except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
             return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=500)
+        finally:
+            load["pending"] -= 1
+        load["served"] += 1
         items = [[_item(h.to_dict(), scores) for h in hits] for hits in results]
         return web.json_response({"result": items})
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", **retriever.describe()})
+        return web.json_response({"status": "ok", **retriever.describe(),
+                                  "max_pending": max_pending, **load})
 
     app = web.Application(client_max_size=64 * 2**20)
     app.add_routes([web.post("/retrieve", retrieve), web.get("/health", health)])
@@ -81,11 +106,13 @@ def _item(d: dict[str, Any], scores: bool) -> dict[str, Any]:
 
 
 async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
-                default_k: int = 3, threads: int = 1, ready_file: str | None = None) -> None:
+                default_k: int = 3, threads: int = 1, ready_file: str | None = None,
+                max_pending: int = MAX_PENDING) -> None:
     """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening."""
     from aiohttp import web
 
-    runner = web.AppRunner(make_app(retriever, default_k, threads), access_log=None)
+    runner = web.AppRunner(make_app(retriever, default_k, threads, max_pending),
+                           access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -108,23 +135,12 @@ async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
         retriever.close()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--index", required=True,
-                        help="index folder (built by `tir-envs index build`, or any Lucene index)")
-    parser.add_argument("--host", default=LOOPBACK,
-                        help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    parser.add_argument("--topk", type=int, default=3, help="documents per query by default")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="search threads per batch (Lucene backend)")
-    parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
-
-
 def run(args: argparse.Namespace) -> int:
     from tir_envs.tools.search.backends import open_retriever
 
     retriever = open_retriever(args.index)
-    asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file))
+    asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
+                      args.max_pending))
     return 0
 
 
@@ -132,8 +148,9 @@ class RetrievalServer:
     """A retrieval server subprocess on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
-                 startup_timeout_s: float = 120.0):
+                 startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING):
         self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
+        self.max_pending = max_pending
         self.startup_timeout_s = startup_timeout_s
         self.url: str | None = None
         self._proc: subprocess.Popen | None = None
@@ -146,7 +163,8 @@ class RetrievalServer:
         ready, log = Path(self._dir.name) / "url", Path(self._dir.name) / "log"
         cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
                "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
-               "--threads", str(self.threads), "--ready-file", str(ready)]
+               "--threads", str(self.threads), "--max-pending", str(self.max_pending),
+               "--ready-file", str(ready)]
         with open(log, "wb") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)

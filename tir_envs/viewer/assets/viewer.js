@@ -2,9 +2,21 @@
 // All page text is set with textContent: model output never becomes markup.
 "use strict";
 (function () {
+  // The run table's rows are parsed at load; each trajectory is parsed only when it is opened,
+  // from the chunk of DATA.chunk episodes holding it (script#ep-N), and kept once parsed.
   const DATA = JSON.parse(document.getElementById("data").textContent);
   const S = DATA.strings;
-  const state = { sortKey: "i", sortDir: 1, open: null };
+  const state = { sortKey: "i", sortDir: 1, open: null, page: 0, size: 100, rows: [] };
+  const chunks = new Map();
+  const collator = new Intl.Collator(undefined, { numeric: true });
+  function episode(i) {
+    const c = Math.floor(i / DATA.chunk);
+    if (!chunks.has(c)) {
+      const node = document.getElementById(`ep-${c}`);
+      chunks.set(c, node ? JSON.parse(node.textContent) : []);
+    }
+    return chunks.get(c)[i - c * DATA.chunk];
+  }
 
   function el(tag, props, children) {
     const node = document.createElement(tag);
@@ -33,14 +45,28 @@
     document.getElementById("summary").textContent = bits.join(" · ");
     fillSelect("f-part", [...new Set(rows.map((r) => r.part))].sort());
     fillSelect("f-status", [...new Set(rows.map((r) => r.status))].sort());
-    ["f-verdict", "f-part", "f-status"].forEach((id) =>
-      document.getElementById(id).addEventListener("change", renderTable));
+    const steps = [...new Set(rows.map((r) => r.step).filter((x) => x !== null && x !== undefined))];
+    if (steps.length) {  // a training dump: a step column and filter
+      steps.sort((a, b) => a - b);
+      fillSelect("f-step", steps.map(String));
+      document.getElementById("f-step-box").hidden = false;
+      document.getElementById("step-col").hidden = false;
+      state.hasStep = true;
+    }
+    ["f-verdict", "f-part", "f-status", "f-step"].forEach((id) =>
+      document.getElementById(id).addEventListener("change", () => { state.page = 0; refilter(); }));
     document.querySelectorAll("#runs th").forEach((th) => th.addEventListener("click", () => {
       const key = th.dataset.key;
       state.sortDir = state.sortKey === key ? -state.sortDir : 1;
       state.sortKey = key;
-      renderTable();
+      state.page = 0;
+      refilter();
     }));
+    document.getElementById("prev").addEventListener("click", () => { state.page -= 1; renderTable(); });
+    document.getElementById("next").addEventListener("click", () => { state.page += 1; renderTable(); });
+    document.getElementById("page-size").addEventListener("change", (e) => {
+      state.size = Number(e.target.value); state.page = 0; renderTable();
+    });
   }
   function fillSelect(id, values) {
     const sel = document.getElementById(id);
@@ -48,40 +74,57 @@
   }
 
   // ---- run table ---------------------------------------------------------------------
+  // Filtering and sorting run over every row, once per change; only one page of rows is in
+  // the DOM, so a click or a page turn costs the same at 100 or 100,000 episodes.
   function visibleRows() {
     const v = document.getElementById("f-verdict").value;
     const p = document.getElementById("f-part").value;
     const st = document.getElementById("f-status").value;
+    const sp = document.getElementById("f-step").value;
     const rows = DATA.rows.filter((r) => (!v || r.verdict === v) && (!p || r.part === p) &&
-      (!st || r.status === st));
+      (!st || r.status === st) && (!sp || String(r.step) === sp));
     const key = state.sortKey, dir = state.sortDir;
     return rows.sort((a, b) => {
       const x = a[key], y = b[key];
       if (x === y) return a.i - b.i;
       if (x === null || x === undefined) return 1;
       if (y === null || y === undefined) return -1;
-      return (typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true })) * dir;
+      return (typeof x === "number" && typeof y === "number" ? x - y : collator.compare(String(x), String(y))) * dir;
     });
   }
+  function refilter() {
+    state.rows = visibleRows();
+    renderTable();
+  }
+  function rowNode(r) {
+    const cells = [
+      el("td", { text: String(r.i) }), el("td", { text: r.part }), el("td", { text: fmt(r.item) }),
+      el("td", { text: fmt(r.sample) }), el("td", { class: "v-" + r.verdict, text: r.verdict }),
+      el("td", { text: fmt(r.reward) }), el("td", { text: fmt(r.turns) }),
+      el("td", { text: fmt(r.calls) }), el("td", { text: r.status }),
+      el("td", { text: `${r.tokens} (${r.policy} policy)` })];
+    if (state.hasStep) cells.push(el("td", { text: fmt(r.step) }));
+    return el("tr", { "data-i": String(r.i), class: r.i === state.open ? "open" : "" }, cells);
+  }
   function renderTable() {
+    const rows = state.rows;
+    const pages = Math.max(1, Math.ceil(rows.length / state.size));
+    state.page = Math.min(Math.max(0, state.page), pages - 1);
+    const start = state.page * state.size;
+    const shown = rows.slice(start, start + state.size);
     const body = document.querySelector("#runs tbody");
-    body.replaceChildren();
-    const rows = visibleRows();
-    rows.forEach((r) => {
-      const tr = el("tr", { "data-i": String(r.i), class: r.i === state.open ? "open" : "" }, [
-        el("td", { text: String(r.i) }), el("td", { text: r.part }), el("td", { text: fmt(r.item) }),
-        el("td", { text: fmt(r.sample) }), el("td", { class: "v-" + r.verdict, text: r.verdict }),
-        el("td", { text: fmt(r.reward) }), el("td", { text: fmt(r.turns) }),
-        el("td", { text: fmt(r.calls) }), el("td", { text: r.status }),
-        el("td", { text: `${r.tokens} (${r.policy} policy)` })]);
-      tr.addEventListener("click", () => openEpisode(r.i));
-      body.appendChild(tr);
-    });
+    const frag = document.createDocumentFragment();
+    shown.forEach((r) => frag.appendChild(rowNode(r)));
+    body.replaceChildren(frag);
     document.querySelectorAll("#runs th").forEach((th) => {
       th.classList.toggle("sorted-asc", th.dataset.key === state.sortKey && state.sortDir > 0);
       th.classList.toggle("sorted-desc", th.dataset.key === state.sortKey && state.sortDir < 0);
     });
     document.getElementById("shown").textContent = `${rows.length} of ${DATA.rows.length} shown`;
+    document.getElementById("page-of").textContent = rows.length ?
+      `rows ${start + 1}–${start + shown.length} · page ${state.page + 1} of ${pages}` : "no rows";
+    document.getElementById("prev").disabled = state.page === 0;
+    document.getElementById("next").disabled = state.page >= pages - 1;
   }
 
   // ---- one trajectory ----------------------------------------------------------------
@@ -104,14 +147,16 @@
   }
   function stream(ep) {
     const box = el("div", { class: "stream", id: "stream" });
-    ep.prompt.forEach((s, i) => box.appendChild(tokenSpan(S[s], "prompt", i, ep.prompt_ids[i], null, null)));
+    const frag = document.createDocumentFragment();
+    ep.prompt.forEach((s, i) => frag.appendChild(tokenSpan(S[s], "prompt", i, ep.prompt_ids[i], null, null)));
     const starts = new Map(ep.turns.map((t, n) => [t.action[0], n]));
     ep.text.forEach((s, i) => {
-      if (starts.has(i)) box.appendChild(el("span", { class: "turn-mark", text: `turn ${starts.get(i) + 1}` }));
+      if (starts.has(i)) frag.appendChild(el("span", { class: "turn-mark", text: `turn ${starts.get(i) + 1}` }));
       const policy = ep.mask[i] === 1;
       const lp = policy && ep.logprobs ? ep.logprobs[i] : null;
-      box.appendChild(tokenSpan(S[s], policy ? "policy" : "env", i, ep.ids[i], ep.mask[i], lp));
+      frag.appendChild(tokenSpan(S[s], policy ? "policy" : "env", i, ep.ids[i], ep.mask[i], lp));
     });
+    box.appendChild(frag);
     return box;
   }
   function turnsTable(ep) {
@@ -146,8 +191,12 @@
     return dl;
   }
   function openEpisode(i) {
+    const before = document.querySelector(`#runs tbody tr[data-i="${state.open}"]`);
+    if (before) before.classList.remove("open");
     state.open = i;
-    const ep = DATA.episodes[i], row = DATA.rows[i];
+    const now = document.querySelector(`#runs tbody tr[data-i="${i}"]`);
+    if (now) now.classList.add("open");
+    const ep = episode(i), row = DATA.rows[i];
     const box = document.getElementById("episode");
     const legend = el("p", { class: "legend" }, [el("span", { class: "t prompt", text: "prompt" }),
       el("span", { class: "t policy", text: "policy (loss mask 1)" }), el("span", { class: "t env", text: "env (loss mask 0)" }),
@@ -157,11 +206,14 @@
     box.hidden = false;
     box.scrollIntoView({ block: "start" });
     try { if (location.hash !== `#ep=${i}`) history.replaceState(null, "", `#ep=${i}`); } catch (e) { /* a file: page may refuse: the link is a nicety */ }
-    renderTable();
   }
 
   header();
-  renderTable();
+  document.querySelector("#runs tbody").addEventListener("click", (e) => {  // one listener for every row
+    const tr = e.target.closest("tr[data-i]");
+    if (tr) openEpisode(Number(tr.dataset.i));
+  });
+  refilter();
   const m = /^#ep=(\d+)$/.exec(location.hash);
-  if (m && DATA.episodes[Number(m[1])]) openEpisode(Number(m[1]));
+  if (m && Number(m[1]) < DATA.rows.length) openEpisode(Number(m[1]));
 })();

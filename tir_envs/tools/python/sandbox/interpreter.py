@@ -152,7 +152,7 @@ class Interpreter:
     def _reply(self, kind, value, exc, limit, start, cpu0) -> dict:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         out, err = self._streams(limit)
-        reply = {"op": "result", "kind": kind, "stdout": out[0], "stderr": err[0],
+        reply = {"op": protocol.Op.RESULT, "kind": kind, "stdout": out[0], "stderr": err[0],
                  "truncated": bool(out[1] or err[1]), "value": None, "error": None,
                  "error_last_line": None, "duration_s": time.perf_counter() - start,
                  "cpu_s": _cpu_seconds() - cpu0}
@@ -211,9 +211,9 @@ def _setup(sock, req: dict, context: dict) -> bool:
                           context.get("shared_nproc", False))
         info = context["prepare"](fresh)
     except (OSError, ValueError) as e:
-        protocol.send(sock, {"op": "setup_error", "error": str(e)})
+        protocol.send(sock, {"op": protocol.Op.SETUP_ERROR, "error": str(e)})
         os._exit(5)
-    protocol.send(sock, {"op": "setup_ok", **info})
+    protocol.send(sock, {"op": protocol.Op.SETUP_OK, **info})
     return fresh
 
 
@@ -229,20 +229,20 @@ def serve(sock, context: dict) -> None:
     interp = Interpreter()
     interp.install_signal_handlers()
     stop_others = context.get("stop_others", False)
-    protocol.send(sock, {"op": "ready", "pid": os.getpid(), **context.get("info", {})})
+    protocol.send(sock, {"op": protocol.Op.READY, "pid": os.getpid(), **context.get("info", {})})
     fresh = None
     while True:
         try:
             req = protocol.recv(sock)
         except (OSError, protocol.ProtocolError, ValueError):
             os._exit(3)
-        if req is None or req.get("op") == "exit":
+        if req is None or req.get("op") == protocol.Op.EXIT:
             os._exit(0)
         if fresh is None:
-            if req.get("op") == "setup":
+            if req.get("op") == protocol.Op.SETUP:
                 fresh = _setup(sock, req, context)
             continue
-        if req.get("op") != "run":
+        if req.get("op") != protocol.Op.RUN:
             continue
         nonce = int(req.get("nonce", 0))
         code, limit = str(req.get("code", "")), int(req.get("max_chars", 10_000))
@@ -261,8 +261,9 @@ def serve(sock, context: dict) -> None:
 
 
 def fresh_cell(interp: Interpreter, code: str, limit: int, nonce: int, context: dict) -> bytes:
-    """Run one cell in a forked copy of this untouched interpreter, then remove every trace
-    of it (its processes, files and IPC objects) and return the result frame it left.
+    """Run one cell in a forked copy of this untouched interpreter (``context["fork"]``: in
+    namespaces of its own where it can, see ``fresh_cell``), then have every trace of it
+    gone (``context["clean"]``) and return the result frame it left.
 
     The child cannot reach the host's socket (closed before any code runs); it writes its
     result into a fresh memfd that this process reads once the child is gone, forwarding
@@ -270,7 +271,7 @@ def fresh_cell(interp: Interpreter, code: str, limit: int, nonce: int, context: 
     out = os.memfd_create("result", os.MFD_CLOEXEC)
     try:
         context["arm"]()
-        pid = jail.bare_fork()
+        pid = context.get("fork", jail.bare_fork)()
         if pid == 0:
             _child_cell(interp, code, limit, nonce, out, context)
         interp.child = pid

@@ -8,7 +8,7 @@ Thin ``ctypes`` wrappers over ``unshare(2)``, ``mount(2)``, ``pivot_root(2)``, `
 * ``build_root``: an allow-list filesystem (read-only binds of what Python needs, nothing else)
   made the root with ``pivot_root``, the same view bubblewrap gives the fork server.
 * ``mount_session_fs``: inside a session's own pid namespace, a fresh ``/proc`` (or none at all),
-  a size-limited private ``/tmp`` (the working directory) and ``/dev/shm``.
+  a size-limited private ``/tmp`` (the working directory), ``/dev/shm`` and a private devpts.
 * ``drop_capabilities``: no capabilities left, none regainable (bounding set emptied, no new
   privileges, no further user namespaces).
 * ``apply_limits``: the per-session resource limits.
@@ -224,9 +224,10 @@ def build_root(new_root: str, binds: list[str], devices: list[str],
         open(target, "a").close()
         mount(dev, target, None, MS_BIND)
     for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                       ("ptmx", "pts/ptmx")):  # each session mounts its own devpts there
         os.symlink(dest, f"{new_root}/dev/{name}")
-    for d in ("/dev/shm", "/tmp", "/proc"):
+    for d in ("/dev/shm", "/dev/pts", "/tmp", "/proc"):
         _makedirs(new_root + d)
     os.chmod(new_root + "/tmp", 0o1777)
     mount("/proc", new_root + "/proc", None, MS_BIND | MS_REC)
@@ -243,7 +244,8 @@ def mount_session_fs(disk_mb: int, tmp_binds: list[str] = (), tmp_stash: str = "
     """Private filesystems of one session (run as the init of its own pid namespace).
 
     Allow-listed paths that live under ``/tmp`` (e.g. a virtualenv there) are bound back,
-    read-only, from their stash over the fresh ``/tmp``, so the interpreter still finds them.
+    read-only, from their stash over the fresh ``/tmp``, so the interpreter still finds them
+    (and the folders holding them are read-only too).
 
     ``/proc`` shows only the session's own processes; when the kernel refuses a new proc mount
     (an outer ``/proc`` with masked paths, as in many containers) it is hidden entirely.
@@ -261,10 +263,50 @@ def mount_session_fs(disk_mb: int, tmp_binds: list[str] = (), tmp_stash: str = "
     for i, path in enumerate(tmp_binds):
         _makedirs(path)
         _bind(f"{tmp_stash}/{i}", path)
+    for top in top_folders(tmp_binds):  # folders made above to hold a bind: not the code's
+        _bind(top, top)
     if os.path.isdir("/dev/shm"):
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               f"mode=1777,size={min(size, 64)}m")
+    info["ptys"] = mount_private_ptys()
     return info
+
+
+PTY_MAX = 16
+DEVPTS_OPTIONS = f"newinstance,ptmxmode=0666,mode=0620,max={PTY_MAX}"
+
+
+def mount_private_ptys() -> bool:
+    """A devpts instance of this session's own on ``/dev/pts`` (``/dev/ptmx`` points into
+    it), holding at most ``PTY_MAX`` ptys: a session can neither exhaust the host's ptys nor
+    share an instance with another.  False where there is no ``/dev/pts`` to mount on or
+    the kernel refuses: then ``openpty`` fails in the session (no shared instance is left
+    reachable: the mount point is covered by an empty read-only tmpfs)."""
+    if not os.path.isdir("/dev/pts"):
+        return False
+    try:
+        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, DEVPTS_OPTIONS)
+        return True
+    except OSError:
+        try:
+            mount("tmpfs", "/dev/pts", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                  "size=4k")
+        except OSError:
+            pass
+        return False
+
+
+def top_folders(tmp_binds: list[str]) -> list[str]:
+    """``/tmp/<name>`` of every bind below it that is not itself that folder: the folders a
+    session creates (and would own) to hold the bind, bound onto themselves read-only so
+    that code can neither rename, ``chmod`` nor write them."""
+    tops = []
+    for path in tmp_binds:
+        parts = path.split("/")
+        top = f"/tmp/{parts[2]}" if len(parts) > 3 else None
+        if top and top not in tops and top not in tmp_binds:
+            tops.append(top)
+    return tops
 
 
 def restrict_user_namespaces() -> bool:

@@ -9,10 +9,14 @@ limits (``result_frame_cap``).  Never pickle.
 
 A result carries the 64-bit nonce of the request it answers; the host drops the session on a
 mismatch (a frame written by the code itself, or a stale one).
+
+Every message kind of both channels (the fork server's control socket and a session's socket)
+is an ``Op``, defined here once and used by both ends.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import socket
@@ -27,6 +31,31 @@ KINDS = ("ok", "error", "timeout", "cpu", "memory", "killed")
 FIELDS = ("stdout", "stderr", "value", "error", "error_last_line")
 _TRUNCATED, _HAS_VALUE, _HAS_ERROR = 1, 2, 4
 MARGIN_CHARS = 256  # the truncation marker and the like, on top of the character limit
+
+
+class Op(str, enum.Enum):
+    """The ``op`` of every JSON message (a ``str``: it is what goes on the wire)."""
+
+    # host -> fork server (control socket; ``spawn`` carries the session's descriptors)
+    SPAWN = "spawn"            # sid, uid: fork a session on the socket passed with it
+    SIGNAL = "signal"          # sid, sig ("TERM", "INT"): signal that session
+    EXIT = "exit"              # stop every session and exit (also: the socket closes)
+    # fork server -> host (control socket)
+    READY = "ready"            # the fork server serves (also a session's hello, below)
+    FAILED = "failed"          # the fork server could not start: error
+    SPAWNED = "spawned"        # sid: forked
+    SPAWN_FAILED = "spawn_failed"  # sid, error: could not be forked
+    EXITED = "exited"          # sid, code, signal, keeper_signal: the session is gone
+    # host -> session
+    SETUP = "setup"            # limits, fresh: once, before any code of the model
+    RUN = "run"                # code, max_chars, nonce: one cell
+    # session -> host (``READY`` is its hello; results are binary frames, ``RESULT_TAG``)
+    SETUP_OK = "setup_ok"
+    SETUP_ERROR = "setup_error"
+    RESULT = "result"          # what ``decode_result`` returns
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class ProtocolError(Exception):
@@ -91,12 +120,24 @@ def decode_result(body: bytes, max_field_bytes: int) -> dict:
     for name, n in zip(FIELDS, lengths):
         texts[name] = body[pos:pos + n].decode("utf-8", "replace")
         pos += n
-    return {"op": "result", "nonce": nonce, "kind": KINDS[kind],
+    return {"op": Op.RESULT, "nonce": nonce, "kind": KINDS[kind],
             "truncated": bool(flags & _TRUNCATED), "duration_s": _seconds(duration),
             "cpu_s": _seconds(cpu), "stdout": texts["stdout"], "stderr": texts["stderr"],
             "value": texts["value"] if flags & _HAS_VALUE else None,
             "error": texts["error"] if flags & _HAS_ERROR else None,
             "error_last_line": texts["error_last_line"] if flags & _HAS_ERROR else None}
+
+
+def parse_small_json(body: bytes) -> dict | None:
+    """A small JSON object from a session (the host reads one only before any code of the
+    model ran there: a hello, a setup answer), or None if it is anything else."""
+    if not body.startswith(b"{"):
+        return None
+    try:
+        msg = json.loads(body)
+    except Exception:  # noqa: BLE001 - RecursionError included
+        return None
+    return msg if isinstance(msg, dict) else None
 
 
 def send(sock: socket.socket, obj: Any) -> None:

@@ -35,6 +35,7 @@ import tempfile
 import time
 
 from . import interpreter, jail, protocol
+from .fresh_cell import FreshCells
 
 TERM_GRACE_S = 2.0
 NPROC_PROBE = """
@@ -118,28 +119,32 @@ def _wait_for_exit(pid: int) -> None:
 
 class _CellJail:
     """How a session's interpreter locks itself down once its setup arrives, and, when it is
-    a stateless template, how its forked cells are locked down and everything a cell left is
+    a stateless template, how its forked cells are locked down and what a cell left is
     removed.  The template itself never runs code of the model.
 
-    A template is never dumpable (a cell of its uid cannot open its ``/proc`` entries), and
-    it *seals* itself at setup when it can: it installs the syscall filter and drops every
-    capability, so each cell it forks inherits the lock-down for free (a fork, not a fork
-    plus three lock-down steps).  Its cells then share its IPC namespace, so after each cell
-    it removes every System V IPC object as well as the files (POSIX message queues, the
-    other kind of IPC object, are denied by the filter).  Without the filter, or without a
-    ``/proc`` to list IPC objects, the template keeps its capabilities (inside the session's
-    user namespace only) and each cell locks itself down: a new IPC namespace, no
-    capabilities, a fresh keyring."""
+    A template is never dumpable.  With namespaces it clones each cell into namespaces of
+    its own (``fresh_cell.FreshCells``: a new ``/tmp``, ``/dev/shm``, ``/proc``, devpts, pid
+    and IPC namespace per call, then the cell's lock-down), so there is nothing to clean but
+    processes, which die with the cell's pid namespace.  It keeps its capabilities (inside
+    the session's user namespace only) for those clones.
 
-    def __init__(self, zygote: "Zygote", namespaced: bool, workdir: str):
+    Where the kernel refuses those namespaces (the host is warned), or without namespaces
+    (``rlimits``), cells share the template's files and are cleaned after each call: the
+    template *seals* itself at setup when it can (the syscall filter, no capabilities, each
+    cell inheriting the lock-down; its System V IPC objects removed after each cell), else
+    each cell locks itself down (a new IPC namespace, no capabilities, a fresh keyring)."""
+
+    def __init__(self, zygote: "Zygote", namespaced: bool, workdir: str, info: dict):
         self.zygote = zygote
         self.namespaced = namespaced
         self.workdir = workdir
+        self.proc, self.ptys = info.get("proc", True), info.get("ptys", False)
         self.workdir_mode = os.stat(workdir).st_mode & 0o7777
         self.keep = {p.split("/")[2] for p in zygote.cfg.get("tmp_binds", []) if namespaced
                      and p.startswith("/tmp/")}  # read-only binds of the allow-list
         self.fresh = False
         self.sealed = False
+        self.cells: FreshCells | None = None
 
     def _seccomp(self) -> bool:
         if not self.zygote.seccomp:
@@ -151,20 +156,44 @@ class _CellJail:
             return False
 
     def prepare(self, fresh: bool) -> dict:
-        """At setup: a stateful session locks down now; a template seals itself if it can,
-        else leaves the lock-down to each cell."""
+        """At setup: a stateful session locks down now; a template prepares its cells'
+        namespaces, else seals itself if it can, else leaves the lock-down to each cell."""
         self.fresh = fresh
         if fresh:
             jail.set_dumpable(False)  # its cells (same uid) cannot reach it through /proc
             if self.namespaced:
                 jail.empty_bounding_set()  # once, for every cell (the template never execs)
+                why = self._fresh_cells()
+                if why is None:
+                    return {"seccomp": bool(self.zygote.seccomp), "sealed": False,
+                            "fresh_cells": True}
             else:
                 jail.set_child_subreaper()  # orphans of a cell come back here to be killed
+                why = None
             self.sealed = self._seal()
-            return {"seccomp": bool(self.zygote.seccomp), "sealed": self.sealed}
+            info = {"seccomp": bool(self.zygote.seccomp), "sealed": self.sealed}
+            if why is not None:  # the host warns: see docs/sandbox.md
+                info.update(fresh_cells=False, fresh_cells_error=why[:300])
+            return info
         if self.namespaced:
             jail.drop_capabilities()
         return {"seccomp": self._seccomp()}
+
+    def _fresh_cells(self) -> str | None:
+        """Namespaces of their own for this template's cells, if the kernel allows them."""
+        cfg = self.zygote.cfg
+        if cfg.get("fresh_cells") is False:
+            return "turned off in the fork server's configuration"
+        try:
+            cells = FreshCells(cfg.get("disk_mb", 64), cfg.get("tmp_binds", []),
+                               cfg.get("tmp_stash", ""), self.zygote.seccomp, self.proc,
+                               self.ptys)
+        except OSError as e:
+            return str(e)
+        why = cells.probe()
+        if why is None:
+            self.cells = cells
+        return why
 
     def _seal(self) -> bool:
         """Lock the template down for all its cells (see the class docstring)."""
@@ -182,10 +211,21 @@ class _CellJail:
         the copy-on-write faults of numpy's and sympy's generators)."""
         Zygote._reseed()
 
+    def fork(self) -> int:
+        """A cell: cloned into its own namespaces where it can be, else a plain fork."""
+        if self.cells is not None:
+            return self.cells.fork()
+        return jail.bare_fork()
+
     def lock_down(self) -> None:
-        """In a stateless cell's child, before its code, unless the template is sealed: own
-        IPC namespace, no capabilities, the syscall filter."""
-        if self.sealed:
+        """In a stateless cell's child, before its code: its own stdout and stderr files
+        (the template's are not shared with it), and, unless its namespaces or the sealed
+        template did it, its lock-down (own IPC namespace, no capabilities, the filter)."""
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            mem = os.memfd_create(name)
+            os.dup2(mem, fd)
+            os.close(mem)
+        if self.sealed or self.cells is not None:
             return
         if self.namespaced:
             jail.unshare(jail.CLONE_NEWIPC)
@@ -194,18 +234,31 @@ class _CellJail:
             jail.join_fresh_keyring()
 
     def clean(self) -> None:
-        """After a stateless cell: kill every process it left, then empty its files (and,
-        sealed, its IPC objects)."""
+        """After a stateless cell: kill every process it left, then (cells without
+        namespaces of their own) empty its files and IPC objects.  Never raises: whatever
+        a cell left, the template must serve the next call."""
+        try:
+            self._clean()
+        except Exception:  # noqa: BLE001 - e.g. a tree no walk can handle
+            pass
+
+    def _clean(self) -> None:
         if self.namespaced:
             _signal_others_and_reap()
         else:
             _kill_descendants(os.getpid())
+        if self.cells is not None:
+            return  # its files and IPC objects died with its namespaces
         try:
             os.chmod(self.workdir, self.workdir_mode)  # a cell may own it and chmod it
         except OSError:
             pass
         _empty_dir(self.workdir, self.keep)
         if self.namespaced and os.path.isdir("/dev/shm"):
+            try:
+                os.chmod("/dev/shm", 0o1777)
+            except OSError:
+                pass
             _empty_dir("/dev/shm")
         if self.sealed and self.namespaced:
             jail.remove_sysv_ipc()
@@ -236,27 +289,50 @@ def _empty_dir(path: str, keep: set[str] = frozenset()) -> None:
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
-                _make_removable(entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
+                _remove_tree(path, entry.name)
             else:
                 os.unlink(entry.path)
         except OSError:
             pass
 
 
-def _make_removable(path: str) -> None:
-    """A cell may have made its directories unreadable: give them back ``rwx`` first
-    (top-down, each before it is entered)."""
+def _remove_tree(parent: str, name: str) -> None:
+    """Remove the folder ``parent/name`` and all below it, however deep (no recursion: a
+    nest deeper than the recursion limit or than ``PATH_MAX`` is removed too) and whatever
+    its modes (each folder gets ``rwx`` back before it is entered).  One descriptor at a
+    time: it descends through names and climbs back through ``..``."""
+    top = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    names = [name]
+    cur = top
     try:
-        os.chmod(path, 0o700)
-    except OSError:
-        return
-    for root, dirs, _ in os.walk(path):
-        for d in dirs:
-            try:
-                os.chmod(os.path.join(root, d), 0o700, follow_symlinks=False)
-            except OSError:
-                pass
+        os.chmod(name, 0o700, dir_fd=cur)
+        cur = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+        while names:
+            sub = None
+            with os.scandir(cur) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    try:
+                        os.unlink(entry.name, dir_fd=cur)
+                    except OSError:
+                        pass
+            if sub is not None:
+                os.chmod(sub, 0o700, dir_fd=cur)
+                down = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+                os.close(cur)
+                cur = down
+                names.append(sub)
+                continue
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+            os.close(cur)
+            cur = up
+            os.rmdir(names.pop(), dir_fd=cur)
+    finally:
+        if cur != top:
+            os.close(cur)
+        os.close(top)
 
 
 class Zygote:
@@ -325,11 +401,11 @@ class Zygote:
         enforced = False
         try:
             hello = protocol.recv(host)
-            if hello and hello.get("op") == "ready":
-                protocol.send(host, {"op": "setup", "limits": {}})
+            if hello and hello.get("op") == protocol.Op.READY:
+                protocol.send(host, {"op": protocol.Op.SETUP, "limits": {}})
                 setup = protocol.recv(host)
                 hello["seccomp"] = bool(setup and setup.get("seccomp"))
-                protocol.send(host, {"op": "run", "code": NPROC_PROBE, "max_chars": 100,
+                protocol.send(host, {"op": protocol.Op.RUN, "code": NPROC_PROBE, "max_chars": 100,
                                      "nonce": 1})
                 body = protocol.recv_body(host, protocol.result_frame_cap(100))
                 reply = protocol.decode_result(body or b"", protocol.field_cap(100))
@@ -342,7 +418,7 @@ class Zygote:
         except OSError:
             pass
         _, status = os.waitpid(pid, 0)
-        if not hello or hello.get("op") != "ready":
+        if not hello or hello.get("op") != protocol.Op.READY:
             code = os.waitstatus_to_exitcode(status)
             raise RuntimeError(f"sandbox self-test failed (keeper exit {code}): {hello}")
         return {"proc": hello.get("proc", True), "userns_locked": hello.get("userns_locked"),
@@ -430,7 +506,10 @@ class Zygote:
             except OSError:
                 pass
             _kill_descendants(os.getpid())
-            shutil.rmtree(workdir, ignore_errors=True)
+            try:
+                _remove_tree(os.path.dirname(workdir), os.path.basename(workdir))
+            except OSError:
+                shutil.rmtree(workdir, ignore_errors=True)
         if os.WIFSIGNALED(status):
             os._exit(128 + os.WTERMSIG(status))
         os._exit(min(os.WEXITSTATUS(status), 127))
@@ -464,9 +543,9 @@ class Zygote:
             self._reseed()
             info["spawn_ms"] = round(1000 * (time.monotonic() - self.fork_started), 3)
             sock = socket.socket(fileno=3)
-            cell = _CellJail(self, namespaced, workdir)
+            cell = _CellJail(self, namespaced, workdir, info)
             interpreter.serve(sock, {"base_vm": self.base_vm, "info": info,
-                                     "prepare": cell.prepare, "arm": cell.arm,
+                                     "prepare": cell.prepare, "arm": cell.arm, "fork": cell.fork,
                                      "lock_down": cell.lock_down, "clean": cell.clean,
                                      "shared_nproc": self.mode == "rlimits",
                                      "stop_others": bool(self.cfg.get("stop_others"))
@@ -510,7 +589,7 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *a: None)
         sel.register(self.ctrl, selectors.EVENT_READ)
         sel.register(wake_r, selectors.EVENT_READ)
-        self.send({"op": "ready", **self.info})
+        self.send({"op": protocol.Op.READY, **self.info})
         next_sweep = time.monotonic() + 1.0
         while True:
             timeout = 1.0
@@ -539,30 +618,30 @@ class Zygote:
             self._shutdown()
         msg = json.loads(data)
         op = msg.get("op")
-        if op == "spawn":
+        if op == protocol.Op.SPAWN:
             self._spawn(msg["sid"], fds, msg.get("uid"))
-        elif op == "signal":
+        elif op == protocol.Op.SIGNAL:
             for fd in fds:
                 os.close(fd)
             self._signal(msg["sid"], msg.get("sig", "TERM"))
-        elif op == "exit":
+        elif op == protocol.Op.EXIT:
             self._shutdown()
 
     def _spawn(self, sid: int, fds: list[int], uid: int | None = None) -> None:
         """``fds``: the session's socket, then the ``cgroup.procs`` files it must join."""
         if not fds:
-            self.send({"op": "spawn_failed", "sid": sid, "error": "expected a socket"})
+            self.send({"op": protocol.Op.SPAWN_FAILED, "sid": sid, "error": "expected a socket"})
             return
         try:
             pid = self._fork_session(fds[0], sid, fds[1:], uid)
         except OSError as e:
             for fd in fds:
                 os.close(fd)
-            self.send({"op": "spawn_failed", "sid": sid, "error": str(e)})
+            self.send({"op": protocol.Op.SPAWN_FAILED, "sid": sid, "error": str(e)})
             return
         self.sessions[pid] = sid
         self.by_sid[sid] = pid
-        self.send({"op": "spawned", "sid": sid})
+        self.send({"op": protocol.Op.SPAWNED, "sid": sid})
 
     def _signal(self, sid: int, sig: str) -> None:
         pid = self.by_sid.get(sid)
@@ -599,7 +678,8 @@ class Zygote:
             if sid is None:
                 continue
             self.by_sid.pop(sid, None)
-            msg = {"op": "exited", "sid": sid, "code": None, "signal": None, "keeper_signal": None}
+            msg = {"op": protocol.Op.EXITED, "sid": sid, "code": None, "signal": None,
+                   "keeper_signal": None}
             if os.WIFSIGNALED(status):
                 msg["keeper_signal"] = os.WTERMSIG(status)
             else:
@@ -642,7 +722,7 @@ def main() -> None:
         zygote.setup()
     except BaseException as e:  # noqa: BLE001 - report why, then stop
         try:
-            zygote.send({"op": "failed", "error": f"{type(e).__name__}: {e}"})
+            zygote.send({"op": protocol.Op.FAILED, "error": f"{type(e).__name__}: {e}"})
         finally:
             os._exit(1)
     zygote.serve()

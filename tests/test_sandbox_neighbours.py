@@ -1,0 +1,218 @@
+"""Issue 29, item 2 (host side): no session can hurt another, nor run between its calls.
+
+* a flooding group of sessions (threads writing valid result frames, the nonce read off the
+  interpreter's own frame) leaves a bystander's p50 latency within 2x of its idle p50,
+  measured in the same test (a ratio, not a timing);
+* a session that forks continuously (short-lived children writing time stamps) writes no
+  stamp between its calls: the session is frozen while its process list is read;
+* a new pool's first batch of episodes already spreads over its fork servers' hash secrets.
+
+Real sandbox processes only.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import os
+import statistics
+import threading
+import time
+
+import pytest
+
+from tests.sandbox_helpers import (NAMESPACE_MODES, backend, backend_or_skip, call,
+                                   close_session, open_session)
+from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.python import LocalBackend, PythonTool
+
+
+def first_namespace_backend() -> LocalBackend:
+    for mode in NAMESPACE_MODES:
+        if not isinstance(backend(mode), str):
+            return backend(mode)
+    return backend_or_skip(NAMESPACE_MODES[0])
+
+
+def needs(b: LocalBackend, mechanism: str) -> None:
+    info = b.pool.info()
+    if not info[mechanism]:
+        pytest.skip(f"{mechanism} not available on this machine: "
+                    f"{info['degraded'].get(mechanism)}")
+
+
+# ------------------------------------------------------------------ the reactor flood
+# Finds the nonce of the running request on the interpreter's stack, then floods fd 3 (the
+# session's socket) from four threads with valid result frames for it, each as large as the
+# host accepts (about 160 KB at the default output limit), as the attack did.
+FLOOD = """
+import os, sys, threading, time
+proto = sys.modules['sandbox.protocol']
+f = sys._getframe()
+while f is not None and 'nonce' not in f.f_locals:
+    f = f.f_back
+text = '\\U0001F600' * 8000  # 32,000 bytes: near the cap of each of the five fields
+frame = proto.encode_result(f.f_locals['nonce'], {'kind': 'error', 'stdout': text,
+                            'stderr': text, 'value': text, 'error': text,
+                            'error_last_line': text})
+def flood():
+    while True:
+        try:
+            os.write(3, frame)
+        except OSError:
+            return
+for _ in range(4):
+    threading.Thread(target=flood, daemon=True).start()
+time.sleep(5)
+"""
+
+
+def latencies(tool: PythonTool, session, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = call(tool, "1 + 1", session)
+        times.append(time.perf_counter() - t0)
+        assert r.text == "2", r.text
+    return times
+
+
+def test_a_flooding_group_leaves_a_bystander_within_2x_of_its_idle_latency():
+    """Six sessions flood the host with valid frames, each flooding call ending at its 1 s
+    deadline and the next one starting at once.  Past its frame budget the host reads no
+    more of a call (``killed``, never ``infra_error``), so the reactor thread reads a bounded
+    amount per call.  The bystander's p50 over 300 calls while flooded stays within 2x of
+    its p50 over 300 calls idle, measured in 4 alternating phases of 75 calls (a phase
+    starts once no flooding call of the other kind is in flight), so a change of the
+    machine's load from other work shifts both alike."""
+    b = first_namespace_backend()
+    tool = PythonTool(backend=b)
+    flooders = PythonTool(backend=b, timeout_s=1)
+    bystander = open_session(tool)
+    statuses: collections.Counter = collections.Counter()
+    lock = threading.Condition()
+    go, stop = threading.Event(), threading.Event()
+    in_flight = [0]
+
+    def flooder() -> None:
+        s = open_session(flooders)
+        try:
+            while go.wait() and not stop.is_set():
+                with lock:
+                    in_flight[0] += 1
+                status = call(flooders, FLOOD, s).status
+                with lock:
+                    in_flight[0] -= 1
+                    statuses[status] += 1
+                    lock.notify_all()
+        finally:
+            close_session(flooders, s)
+
+    def quiet() -> None:
+        with lock:
+            assert lock.wait_for(lambda: in_flight[0] == 0, timeout=120)
+
+    idle, flood = [], []
+    try:
+        latencies(tool, bystander, 20)  # warm
+        with cf.ThreadPoolExecutor(6) as ex:
+            futures = [ex.submit(flooder) for _ in range(6)]
+            for _ in range(4):
+                go.clear()
+                quiet()
+                idle += latencies(tool, bystander, 75)
+                go.set()
+                with lock:
+                    assert lock.wait_for(lambda: in_flight[0] == 6, timeout=120)
+                flood += latencies(tool, bystander, 75)
+            stop.set()
+            go.set()
+            for fut in futures:
+                fut.result(timeout=120)
+        p50_idle, p50_flood = statistics.median(idle), statistics.median(flood)
+        print(f"bystander p50 idle {p50_idle * 1000:.2f} ms, flooded {p50_flood * 1000:.2f} ms "
+              f"(ratio {p50_flood / p50_idle:.2f}); flooding calls {dict(statuses)}")
+        assert p50_flood <= 2 * p50_idle, (p50_idle, p50_flood, dict(statuses))
+        assert set(statuses) == {ToolStatus.KILLED}, statuses
+        assert b.pool.info()["counters"].get("calls_over_budget", 0) >= sum(statuses.values())
+    finally:
+        stop.set()
+        go.set()
+        close_session(tool, bystander)
+
+
+# ------------------------------------------------------------------ between calls
+# A fork chain: each process appends a time stamp, forks its successor and exits, so the
+# session's process list changes all the time (the interpreter, pid 1 of the session's pid
+# namespace, ignores SIGCHLD: the orphans are reaped at once and never fill pids.max).
+STAMPER = """
+import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+fd = os.open('/tmp/stamps', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+if os.fork() == 0:
+    while True:
+        os.write(fd, b'%.6f\\n' % time.time())
+        if os.fork() != 0:
+            os._exit(0)
+time.sleep(0.2)
+print('started')
+"""
+READ_STAMPS = "print(open('/tmp/stamps').read())"
+
+
+@pytest.mark.parametrize("mode", NAMESPACE_MODES)
+def test_a_session_that_forks_continuously_writes_nothing_between_calls(mode):
+    """Eight idle gaps of 0.4 s after calls that each let the stamper run for 0.1 s: many
+    stamps are written during the calls, none inside a gap (host clock: after one call
+    returned, before the next was sent).  The one-signal stop let 6-8 of 8 gaps through."""
+    b = backend_or_skip(mode)
+    needs(b, "freezer")
+    tool = PythonTool(backend=b)
+    s = open_session(tool)
+    try:
+        assert call(tool, STAMPER, s).text == "started"
+        gaps = []
+        for _ in range(8):
+            ended = time.time()
+            time.sleep(0.4)
+            started = time.time()
+            gaps.append((ended, started))
+            assert call(tool, "import time; time.sleep(0.1)", s).status == ToolStatus.OK
+        gaps.append((time.time(), float("inf")))
+        started = time.time()
+        text = call(tool, READ_STAMPS, s).text
+        stamps = [float(x) for x in text.split()]
+        gaps[-1] = (gaps[-1][0], started)
+        assert len(stamps) >= 10, f"the stamper hardly ran: {len(stamps)} stamps"
+        inside = {i: [t for t in stamps if lo < t < hi] for i, (lo, hi) in enumerate(gaps)}
+        assert not any(inside.values()), {i: len(v) for i, v in inside.items() if v}
+    finally:
+        close_session(tool, s)
+
+
+# ------------------------------------------------------------------ hash secrets at start
+def test_a_new_pools_first_batch_spreads_over_its_fork_servers():
+    """A pool that has just been created: its first 16 episodes, opened together, read at
+    least 3 distinct string-hash secrets and none in more than 11 of them (70%).
+
+    Not flaky: the pool hands out no session until its 4 servers serve, each open draws its
+    server uniformly among them and takes one of its spares (spread evenly, 4 each), another
+    server's only when the drawn one has none, so an episode lands on a given server with
+    probability p <= 1/4 + P(its spares ran out) ~ 0.3 at worst.  P(fewer than 3 distinct)
+    <= C(4, 2) * 0.6^16 = 1.7e-3 at that worst bound (3.7e-4 at p = 1/4), P(some server over
+    11 of 16) <= 4 * P(Binomial(16, 0.3) >= 12) = 7e-4.  The old pool (ready with its first
+    server, every initial spare from it) gives all 16 one secret."""
+    mode = next((m for m in NAMESPACE_MODES if not isinstance(backend(m), str)), "auto")
+    b = LocalBackend(isolation=mode, spares=16, fork_servers=4, disk_mb=19 + os.getpid() % 5)
+    tool = PythonTool(backend=b)
+    try:
+        sessions = []
+        with cf.ThreadPoolExecutor(16) as ex:
+            sessions = list(ex.map(lambda _: open_session(tool), range(16)))
+        texts = [call(tool, "hash('tir')", s).text for s in sessions]
+        for s in sessions:
+            close_session(tool, s)
+        counts = collections.Counter(texts)
+        assert len(counts) >= 3 and max(counts.values()) <= 11, counts
+    finally:
+        b.shutdown()

@@ -1,0 +1,90 @@
+"""Issue 36 item 1: a user's env registered with ``gymnasium.register`` is first-class:
+``tir_envs.make`` and ``collect`` take its id, and ``rollout``, ``bench`` and ``audit`` run it
+from the command line with ``--import``, from the folder holding its module."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import gymnasium as gym
+import pytest
+
+import tir_envs
+from tests.user_env_helpers import ENV_ID, cli, write_units
+from tir_envs.trajectory import read_jsonl
+
+
+@pytest.fixture()
+def units(tmp_path, monkeypatch):
+    folder = write_units(tmp_path)
+    monkeypatch.syspath_prepend(str(folder))
+    sys.modules.pop("units", None)
+    module = importlib.import_module("units")
+    yield folder, module
+    gym.registry.pop(ENV_ID, None)
+    sys.modules.pop("units", None)
+
+
+def test_make_and_collect_take_a_gymnasium_registered_id(units):
+    from tir_envs.rollout import ScriptedPolicy, collect
+
+    folder, module = units
+    env = tir_envs.make(ENV_ID)
+    assert isinstance(env.unwrapped, module.UnitsEnv)
+    env.close()
+    with pytest.raises(TypeError, match="unknown argument"):
+        tir_envs.make(ENV_ID, no_such_argument=1)
+    policy = ScriptedPolicy(json.loads((folder / "actions.json").read_text()))
+    runs = collect(ENV_ID, policy, tasks=1, samples_per_task=2, progress=False)
+    assert len(runs) == 2 and all(t.correct for t in runs)
+    assert all(t.num_tool_calls == 1 for t in runs)
+
+
+def test_an_unknown_id_still_lists_the_ids_and_says_how_to_add_one():
+    with pytest.raises(gym.error.Error, match="--import MODULE"):
+        tir_envs.make("demo/NoSuch-v0")
+
+
+def test_rollout_runs_a_user_env_with_import_from_its_folder(tmp_path):
+    folder = write_units(tmp_path)
+    done = cli(folder, "rollout", "--env", ENV_ID, "--import", "units", "--policy",
+               "scripted:actions.json", "--limit", "2", "--out", "traj.jsonl", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    runs = read_jsonl(folder / "traj.jsonl")
+    assert [t.correct for t in runs] == [True, False]  # 3 km is 3000; 4 km is not
+
+
+def test_without_import_the_rollout_names_the_flag(tmp_path):
+    folder = write_units(tmp_path)
+    done = cli(folder, "rollout", "--env", ENV_ID, "--policy", "scripted:actions.json",
+               "--out", "traj.jsonl", "--no-progress")
+    assert done.returncode == 2 and "--import MODULE" in done.stderr
+
+
+def test_bench_runs_a_user_env_with_import(tmp_path):
+    folder = write_units(tmp_path)
+    done = cli(folder, "bench", "--tasks", "units.jsonl", "--env", ENV_ID, "--scoring", "math",
+               "--import", "units", "--policy", "scripted:actions.json", "--out", "run",
+               "--no-progress")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in (folder / "run/samples.jsonl").open()]
+    assert sorted(r["correct"] for r in records) == [False, True]
+    assert json.loads(done.stdout.splitlines()[-1])["out"] == "run"
+
+
+def test_bench_on_a_user_env_without_scoring_says_to_pass_it(tmp_path):
+    folder = write_units(tmp_path)
+    done = cli(folder, "bench", "--tasks", "units.jsonl", "--env", ENV_ID, "--import", "units",
+               "--policy", "scripted:actions.json", "--out", "run", "--no-progress")
+    assert done.returncode != 0 and "--scoring" in done.stderr
+
+
+def test_audit_runs_a_user_env_with_import(tmp_path):
+    folder = write_units(tmp_path)
+    done = cli(folder, "audit", ENV_ID, "--import", "units", "--tasks", "2", "--out", "audit",
+               "--probe", "format", "--probe", "copy")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((folder / "audit/audit.json").read_text())
+    assert report["env"] == ENV_ID and report["probes"]
