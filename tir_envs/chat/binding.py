@@ -17,7 +17,6 @@ from tir_envs.chat.reasoning import blank_reasoning, ends_inside
 from tir_envs.chat.registry import resolve_renderer
 from tir_envs.chat.renderer import ChatRenderer, Message
 from tir_envs.chat.template import TemplateRenderer
-from tir_envs.codec import truncate_middle
 from tir_envs.formats.base import ToolCall
 
 
@@ -97,18 +96,30 @@ class ChatBinding:
             if excess <= 0:
                 break
             k = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
-            body = self.codec.encode(messages[k]["content"])
-            marker = self.codec.encode("\n...[truncated]...\n")
-            kept, cut = truncate_middle(body, max(len(body) - excess - len(marker), 0), marker)
+            content, cut = self._cut(messages[k]["content"], excess)
             if not cut:
                 break
             dropped += cut
-            messages = [*messages[:k], {**messages[k], "content": self.codec.decode(kept)},
-                        *messages[k + 1:]]
+            messages = [*messages[:k], {**messages[k], "content": content}, *messages[k + 1:]]
             ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
         self._opens = self._opens_reasoning(list(context_ids) + list(completion_ids) + ids)
         self.last_messages = messages  # what was framed (after the budget's cut), for checks
         return ids, dropped
+
+    def _cut(self, text: str, excess: int) -> tuple[str, int]:
+        """``text`` shortened by about ``excess`` tokens in the middle (head and tail kept, a
+        marker between), cut at whole characters: a tool message is text, so a character the
+        token budget splits is dropped rather than sent as a replacement character."""
+        body = self.codec.encode(text)
+        marker = "\n...[truncated]...\n"
+        room = max(len(body) - excess - len(self.codec.encode(marker)), 0)
+        if room >= len(body):
+            return text, 0
+        head = (room + 1) // 2
+        tail = room - head
+        head_text = self.codec.decode(body[:head]).rstrip("\ufffd")
+        tail_text = self.codec.decode(body[len(body) - tail:]).lstrip("\ufffd") if tail else ""
+        return head_text + marker + tail_text, len(body) - head - tail
 
     def frame(self, body: str, action_text: str) -> str:
         """The text an observation body becomes (protocols fitting results to a budget)."""
