@@ -1,15 +1,21 @@
-"""Token bookkeeping: the codec (fast exact encode/decode) and retokenization drift.
-
-Chat glue is per model family: ``tir_envs.chat``.
+"""Token bookkeeping: the codec (fast exact encode/decode), retokenization drift, chat glue.
 
 Observation text is always encoded on its own, without special tokens added, and appended
-after the policy's ids; policy ids are never decoded and re-encoded.  ``Codec`` calls the Rust
+after the policy's ids; policy ids are never decoded and re-encoded.  Text the env did not
+write goes through ``encode_untrusted``: added tokens split as plain text, invisible characters
+escaped (``tir_envs.untrusted``), so tool output can never produce a control id.  ``Codec`` calls the Rust
 tokenizer directly when it can, which keeps a no-tool ``step`` cheap.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+from tir_envs.untrusted import escape_controls, plain_encoder
+
+_SENTINEL_A = "\x00ASSISTANT-SENTINEL\x00"
+_SENTINEL_U = "\x00OBSERVATION-SENTINEL\x00"
+
 
 class Codec:
     """Encode text to ids (no special tokens added) and decode ids to text, exactly."""
@@ -26,6 +32,14 @@ class Codec:
             return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_untrusted(self, text: str) -> list[int]:
+        """Ids for text the env did not write (tool output, documents, rows): no added-token
+        id (``<|im_end|>``, ``<|eot_id|>``, ``[INST]``, ``<tool_call>``) can come out, and
+        bidi controls, line separators, zero-width characters and the BOM are escaped like
+        the other control characters.  Renderers of env turns use it for every untrusted
+        part and ``encode`` for their own glue."""
+        return plain_encoder(self.tokenizer).encode(escape_controls(text))
+
     def decode(self, ids: Sequence[int]) -> str:
         if self._backend is not None:
             return self._backend.decode(list(ids), skip_special_tokens=False)
@@ -41,6 +55,25 @@ class Codec:
                 "env with chat=False to use the raw prompt text")
         return self.tokenizer.apply_chat_template(messages, tokenize=False,
                                                   add_generation_prompt=True)
+
+    def chat_glue(self, role: str = "user") -> tuple[str, str]:
+        """Text the chat template puts around a new ``role`` message inside an episode.
+
+        Returns ``(before, after)``: ``before`` closes the assistant turn and opens the
+        ``role`` turn, ``after`` closes it and opens the next assistant turn.  Found by
+        rendering a conversation with sentinel contents, so it follows any template.
+        """
+        messages = [{"role": "user", "content": "q"},
+                    {"role": "assistant", "content": _SENTINEL_A},
+                    {"role": role, "content": _SENTINEL_U}]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        a = text.find(_SENTINEL_A)
+        u = text.find(_SENTINEL_U)
+        if a < 0 or u < 0:
+            raise ValueError(f"the chat template drops {role!r} message contents; "
+                             "use a template that renders them or chat=False")
+        return text[a + len(_SENTINEL_A):u], text[u + len(_SENTINEL_U):]
 
 
 def drift(ledger_ids: Sequence[int], fresh_ids: Sequence[int]) -> int:

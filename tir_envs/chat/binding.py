@@ -18,6 +18,7 @@ from tir_envs.chat.registry import resolve_renderer
 from tir_envs.chat.renderer import ChatRenderer, Message
 from tir_envs.chat.template import TemplateRenderer
 from tir_envs.formats.base import ToolCall
+from tir_envs.untrusted import escape_controls
 
 
 class ChatBinding:
@@ -82,9 +83,13 @@ class ChatBinding:
         return self.codec.encode(self.renderer.reasoning.close) if left_open else []
 
     def messages(self, calls: Sequence[ToolCall], texts: Sequence[str], body: str) -> list[Message]:
+        """The env turn's messages; tool output with invisible characters escaped
+        (``tir_envs.untrusted``), as every observation is."""
         if self.native and calls and len(calls) == len(texts):
-            return self.renderer.tool_messages(calls, texts)
-        return [{"role": self.role, "content": body}]
+            out = self.renderer.tool_messages(calls, texts)
+        else:
+            out = [{"role": self.role, "content": body}]
+        return [{**m, "content": escape_controls(m["content"])} for m in out]
 
     def observation_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                         messages: list[Message], budget: int) -> tuple[list[int], int]:

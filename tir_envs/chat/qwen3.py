@@ -71,20 +71,26 @@ class Qwen3Renderer(ChatRenderer):
         return self._heads[head] + self.codec.encode(self._messages(rest) + self.opener())
 
     def _messages(self, messages: list[Message]) -> str:
-        out = []
+        """The text of prompt messages (the task's: trusted)."""
+        return "".join(text for text, _ in self._segments(messages))
+
+    def _segments(self, messages: list[Message]) -> list[tuple[str, bool]]:
+        """``(text, untrusted)`` pieces; a tool result is untrusted (added tokens split)."""
+        out: list[tuple[str, bool]] = []
         for i, m in enumerate(messages):
             role, content = m["role"], m.get("content") or ""
             if role == "tool":
                 first = i == 0 or messages[i - 1]["role"] != "tool"
                 last = i + 1 == len(messages) or messages[i + 1]["role"] != "tool"
-                out.append(("<|im_start|>user" if first else "") +
-                           f"\n<tool_response>\n{content}\n</tool_response>" +
-                           ("<|im_end|>\n" if last else ""))
+                out += [(("<|im_start|>user" if first else "") + "\n<tool_response>", False),
+                        (f"\n{content}\n", True),
+                        ("</tool_response>" + ("<|im_end|>\n" if last else ""), False)]
             elif role in ("user", "system"):
-                out.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
+                out.append((f"<|im_start|>{role}\n", False))
+                out.append((f"{content}<|im_end|>\n", False))
             else:
                 raise RendererRefused(f"qwen3: an env adds no {role!r} message")
-        return "".join(out)
+        return out
 
     def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                    messages: list[Message]) -> list[int]:
@@ -93,7 +99,10 @@ class Qwen3Renderer(ChatRenderer):
             if self._reasoning_open(completion_ids):
                 close.append(self.think_end)
             close.append(self.im_end)
-        return close + self.codec.encode("\n" + self._messages(messages) + self.opener())
+        ids = close + self.codec.encode("\n")
+        for text, untrusted in self._segments(messages):
+            ids += self.codec.encode_untrusted(text) if untrusted else self.codec.encode(text)
+        return ids + self.codec.encode(self.opener())
 
     def _reasoning_open(self, ids: Sequence[int]) -> bool:
         state = False

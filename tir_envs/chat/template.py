@@ -86,8 +86,13 @@ class TemplateRenderer(ChatRenderer):
 
     def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                    messages: list[Message]) -> list[int]:
+        """The glue is the env's own text (``encode``); the body is not (``encode_untrusted``:
+        tool output never becomes a control id)."""
         action = self.codec.decode(completion_ids)
-        return self.codec.encode(self.frame("".join(m["content"] for m in messages), action))
+        before, after = self.frame("\x00", action).split("\x00")
+        body = "".join(m["content"] for m in messages)
+        return self.codec.encode(before) + self.codec.encode_untrusted(body) + \
+            self.codec.encode(after)
 
     def end_texts(self) -> list[str]:
         """Texts of the ids that end a turn: the EOS, and any special token the glue opens
