@@ -50,12 +50,13 @@ class GatedRetriever(Retriever):
 class InProcessServer:
     """``make_app`` served on a background event loop at a free loopback port."""
 
-    def __init__(self, retriever: Retriever, max_pending: int):
+    def __init__(self, retriever: Retriever, max_pending: int, batching: bool = True):
         from aiohttp import web
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.runner = web.AppRunner(make_app(retriever, max_pending=max_pending))
+        self.runner = web.AppRunner(make_app(retriever, max_pending=max_pending,
+                                                batching=batching))
 
         async def start():
             await self.runner.setup()
@@ -147,6 +148,33 @@ def test_a_client_timeout_is_a_host_observed_infra_timeout(gated, qwen_tok):
     assert info["turn"].status == "infra_error"
     _, _, _, _, info = env.step(env.codec.encode("<answer>Paris</answer>"))
     assert info["trajectory"].infra_failed
+
+
+def test_concurrent_requests_are_searched_in_one_batch_with_their_own_answers():
+    retriever = GatedRetriever()
+    server = InProcessServer(retriever, max_pending=50)
+    try:
+        pool = concurrent.futures.ThreadPoolExecutor(8)
+        first = [pool.submit(HttpRetriever(server.url).search, q, 3)
+                 for q in ("capital of France", "highest mountain")]
+        _wait_pending(server, 2)  # both search lanes are busy: the next requests wait
+        waiting = list(SMALL_QUERIES) * 2
+        rest = [pool.submit(HttpRetriever(server.url).search, q, 3) for q in waiting[:5]]
+        odd_k = pool.submit(HttpRetriever(server.url).search, waiting[5], 1)
+        _wait_pending(server, 8)
+        retriever.gate.set()
+        assert [f.result(30)[0].docid for f in first] == ["paris", "everest"]
+        for q, f in zip(waiting, rest):
+            assert f.result(30) == retriever.inner.search(q, 3)
+            assert f.result()[0].docid == SMALL_QUERIES[q]
+        assert odd_k.result(30) == retriever.inner.search(waiting[5], 1)
+        assert odd_k.result()[0].docid == SMALL_QUERIES[waiting[5]]
+        health = server.health()
+        # two lone requests, then the five waiting k=3 requests as one batch, the k=1 alone
+        assert (health["batches"], health["batched_queries"]) == (4, 8)
+    finally:
+        retriever.gate.set()
+        server.close()
 
 
 def test_max_pending_is_checked():
