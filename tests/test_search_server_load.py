@@ -32,7 +32,7 @@ class GatedRetriever(Retriever):
     """A real BM25 index whose searches wait until ``gate`` is set."""
 
     backend = "gated"
-    async_workers = 8
+    async_workers = 2  # two search lanes
 
     def __init__(self):
         self.inner = BM25Retriever.from_docs(SMALL_DOCS)

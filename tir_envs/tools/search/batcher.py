@@ -28,9 +28,11 @@ class Batcher:
     """Queue of search requests served in batches by ``lanes`` concurrent ``batch_search``."""
 
     def __init__(self, retriever: Retriever, threads: int = 1, max_batch: int = 1024,
-                 lanes: int = 2):
+                 lanes: int | None = None):
         self.retriever, self.threads, self.max_batch = retriever, threads, max_batch
-        self.lanes = lanes
+        #: concurrent batches: by default as many as the retriever has async worker threads,
+        #: the concurrency the server has without batching
+        self.lanes = lanes or retriever.async_workers
         self._waiting: list[_Request] = []
         self._busy = 0
         #: how many batches ran and how many queries they held (for /health and benchmarks)
