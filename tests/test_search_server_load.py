@@ -50,7 +50,7 @@ class GatedRetriever(Retriever):
 class InProcessServer:
     """``make_app`` served on a background event loop at a free loopback port."""
 
-    def __init__(self, retriever: Retriever, max_pending: int, batching: bool = True):
+    def __init__(self, retriever: Retriever, max_pending: int, batching: bool = False):
         from aiohttp import web
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -152,7 +152,7 @@ def test_a_client_timeout_is_a_host_observed_infra_timeout(gated, qwen_tok):
 
 def test_concurrent_requests_are_searched_in_one_batch_with_their_own_answers():
     retriever = GatedRetriever()
-    server = InProcessServer(retriever, max_pending=50)
+    server = InProcessServer(retriever, max_pending=50, batching=True)
     try:
         pool = concurrent.futures.ThreadPoolExecutor(8)
         first = [pool.submit(HttpRetriever(server.url).search, q, 3)

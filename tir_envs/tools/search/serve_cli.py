@@ -32,9 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pending", type=int, default=256,
                         help="requests searched or queued at once; past it the server answers "
                              "503 overloaded at once (back-pressure)")
-    parser.add_argument("--no-batching", action="store_true",
-                        help="search each request on its own instead of batching concurrent "
-                             "requests into one batch search")
+    parser.add_argument("--batching", action="store_true",
+                        help="search requests that wait for a free search lane together, as "
+                             "one batch search (measured slower over Lucene: docs/search.md)")
     parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
 
 

@@ -9,7 +9,8 @@ Back-pressure: at most ``max_pending`` requests are searched or waiting at once;
 server answers at once with HTTP 503 and ``{"error": "overloaded", "reason", "pending",
 "max_pending"}`` (and ``Retry-After``), instead of letting a queue (and every client's latency)
 grow without bound.  The client turns it into an infrastructure error of that one search.
-Concurrent requests are searched together (``batcher.py``) unless ``--no-batching``.
+With ``--batching``, concurrent requests are searched together (``batcher.py``); off by
+default, because over Lucene it measured slower (docs/search.md).
 
 ``RetrievalServer`` starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
 answers, and always stops it::
@@ -62,7 +63,7 @@ def parse_request(body: Any, default_k: int) -> tuple[list[str], int, bool]:
 
 
 def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
-             max_pending: int = MAX_PENDING, batching: bool = True):
+             max_pending: int = MAX_PENDING, batching: bool = False):
     """The aiohttp application serving ``retriever`` (see the module docstring);
     ``batching``: concurrent requests are searched together (``Batcher``)."""
     from aiohttp import web
@@ -114,7 +115,7 @@ def _item(d: dict[str, Any], scores: bool) -> dict[str, Any]:
 
 async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
                 default_k: int = 3, threads: int = 1, ready_file: str | None = None,
-                max_pending: int = MAX_PENDING, batching: bool = True) -> None:
+                max_pending: int = MAX_PENDING, batching: bool = False) -> None:
     """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening."""
     from aiohttp import web
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     retriever = open_retriever(args.index)
     asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
-                      args.max_pending, not args.no_batching))
+                      args.max_pending, args.batching))
     return 0
 
 
@@ -156,7 +157,7 @@ class RetrievalServer:
 
     def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
                  startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING,
-                 batching: bool = True):
+                 batching: bool = False):
         self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
         self.max_pending, self.batching = max_pending, batching
         self.startup_timeout_s = startup_timeout_s
@@ -172,7 +173,7 @@ class RetrievalServer:
         cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
                "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
                "--threads", str(self.threads), "--max-pending", str(self.max_pending),
-               "--ready-file", str(ready)] + ([] if self.batching else ["--no-batching"])
+               "--ready-file", str(ready)] + (["--batching"] if self.batching else [])
         with open(log, "wb") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)
