@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -210,3 +211,29 @@ def test_a_flooded_server_rejects_some_and_answers_the_rest_correctly():
     for i, got in answered:
         assert got == expected[i:] + expected[:i]
     assert health["rejected"] == 16 - len(answered) and health["pending"] == 0
+
+
+@pytest.mark.parametrize("backend", ["bm25", "lucene"])
+def test_several_workers_share_one_port_and_one_mapped_index(backend):
+    index = small_index(backend)
+    with open_retriever(index) as local:
+        expected = {q: [h.docid for h in local.search(q, 3)] for q in SMALL_QUERIES}
+    with RetrievalServer(index, workers=2, mmap=True) as server:
+        pids = set()
+        for i in range(40):  # a new connection each time: the kernel spreads them
+            with urllib.request.urlopen(server.url + "/health", timeout=30) as resp:
+                pids.add(json.loads(resp.read())["pid"])
+        assert len(pids) == 2
+        for q, docids in expected.items():
+            assert [h.docid for h in HttpRetriever(server.url).search(q, 3)] == docids
+        supervisor = server._proc
+    assert supervisor.poll() is not None
+    for pid in pids:  # the workers stopped with the supervisor
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            threading.Event().wait(0.05)
+        else:
+            raise AssertionError(f"worker {pid} outlived the server")

@@ -101,7 +101,7 @@ def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
     async def health(request: web.Request) -> web.Response:
         batches = {"batches": batcher.batches, "batched_queries": batcher.batched_queries} \
             if batcher is not None else {}
-        return web.json_response({"status": "ok", **retriever.describe(),
+        return web.json_response({"status": "ok", "pid": os.getpid(), **retriever.describe(),
                                   "max_pending": max_pending, **load, **batches})
 
     app = web.Application(client_max_size=64 * 2**20)
@@ -115,14 +115,16 @@ def _item(d: dict[str, Any], scores: bool) -> dict[str, Any]:
 
 async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
                 default_k: int = 3, threads: int = 1, ready_file: str | None = None,
-                max_pending: int = MAX_PENDING, batching: bool = False) -> None:
-    """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening."""
+                max_pending: int = MAX_PENDING, batching: bool = False,
+                reuse_port: bool = False) -> None:
+    """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening.
+    ``reuse_port``: share ``port`` with the other workers (``SO_REUSEPORT``)."""
     from aiohttp import web
 
     runner = web.AppRunner(make_app(retriever, default_k, threads, max_pending, batching),
                            access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
     await site.start()
     bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
     url = f"http://{host}:{bound}"
@@ -145,10 +147,15 @@ async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
 
 def run(args: argparse.Namespace) -> int:
     from tir_envs.tools.search.backends import open_retriever
+    from tir_envs.tools.search.corpus import detect_backend
 
-    retriever = open_retriever(args.index)
+    if args.workers > 1:
+        from tir_envs.tools.search.workers import run_workers
+        return run_workers(args)
+    options = {"mmap": True} if args.mmap and detect_backend(args.index) == "bm25" else {}
+    retriever = open_retriever(args.index, **options)
     asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
-                      args.max_pending, args.batching))
+                      args.max_pending, args.batching, args.reuse_port))
     return 0
 
 
@@ -157,9 +164,10 @@ class RetrievalServer:
 
     def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
                  startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING,
-                 batching: bool = False):
+                 batching: bool = False, workers: int = 1, mmap: bool = False):
         self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
         self.max_pending, self.batching = max_pending, batching
+        self.workers, self.mmap = workers, mmap
         self.startup_timeout_s = startup_timeout_s
         self.url: str | None = None
         self._proc: subprocess.Popen | None = None
@@ -173,7 +181,8 @@ class RetrievalServer:
         cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
                "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
                "--threads", str(self.threads), "--max-pending", str(self.max_pending),
-               "--ready-file", str(ready)] + (["--batching"] if self.batching else [])
+               "--ready-file", str(ready), "--workers", str(self.workers)] \
+            + (["--batching"] if self.batching else []) + (["--mmap"] if self.mmap else [])
         with open(log, "wb") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)
