@@ -17,7 +17,7 @@ For each size and backend, in a child process of its own (so peak RSS is that ba
   * ``recall@1/5/10`` of the planted golds; ``serve_peak_rss_mb``: the searching process;
     ``baseline_rss_mb``: that process before it built anything (interpreter and QA data).
 Then, over the largest Lucene index, the retrieval server under 64 and 256 concurrent
-clients, with request batching and without (``server_load``: q/s, p50/p99, the queueing
+clients: one worker, one with request batching, two worker processes (``server_load``: q/s, p50/p99, the queueing
 floor, mean batch, errors, wrong answers).
 Then ``growth_per_10x`` (each figure's ratio 10k → 100k) and a power-law projection to 1 M and
 21 M passages (wiki-18), labelled ``projected``: figures measured here at 10k and 100k only.
@@ -175,7 +175,7 @@ def run_child(backend: str, corpus: Path, out: Path, threads: int) -> dict:
 
 
 def server_load(index: Path, queries: list[str], clients: int, per_client: int,
-                threads: int, batching: bool = True) -> dict:
+                threads: int, batching: bool = False, workers: int = 1) -> dict:
     """``clients`` concurrent clients, each sending ``per_client`` single-query requests one
     after another, against one retrieval server; every reply checked against a direct search.
     ``queueing_floor_ms`` = clients / the saturated q/s of this same run: the p50 a perfect
@@ -218,12 +218,13 @@ def server_load(index: Path, queries: list[str], clients: int, per_client: int,
             return latencies, errors, wrong, time.perf_counter() - t
 
     with RetrievalServer(index, threads=threads, max_pending=max(256, clients),
-                         batching=batching) as server:
+                         batching=batching, workers=workers) as server:
         latencies, errors, wrong, wall = asyncio.run(run(server.url + "/retrieve"))
         health = server.health()
     lat = np.array(latencies) * 1000
     qps = len(lat) / wall
-    return {"clients": clients, "batching": batching, "requests": clients * per_client,
+    return {"clients": clients, "batching": batching, "workers": workers,
+            "requests": clients * per_client,
             "mean_batch": round(health["batched_queries"] / max(1, health["batches"]), 1)
             if batching else 1.0, "qps": round(qps, 1),
             "p50_ms": round(float(np.percentile(lat, 50)), 1),
@@ -294,8 +295,9 @@ def main(argv: list[str] | None = None) -> dict:
             queries = [t.question for t in tasks]
             report["server_load"] = [server_load(largest, queries, c,
                                                  max(5, pick(1280, 40) // c), args.threads,
-                                                 batching)
-                                     for c in args.clients for batching in (True, False)]
+                                                 batching, workers)
+                                     for c in args.clients
+                                     for batching, workers in ((False, 1), (True, 1), (False, 2))]
     sizes = sorted(report["sizes"])
     if len(sizes) >= 2:
         report["model"] = "figure(N) = figure(largest measured) * growth_per_10x ** log10(N / " \
