@@ -24,9 +24,12 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tir_envs.rollout.cli import add_import_flag
+
+if TYPE_CHECKING:
+    from benchmarks.config import RunConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -139,30 +142,51 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(names: list[str], args: argparse.Namespace) -> dict:
-    from benchmarks.harness import run
+#: flags whose ``RunConfig`` field has another name (the others are named as their field)
+FLAG_FIELDS = {"timeout": "episode_timeout_s"}
+
+
+def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
+    """The ``RunConfig`` of a ``bench`` command line: every flag named as a field (or mapped in
+    ``FLAG_FIELDS``) fills it; ``--no-tools``, ``--env-arg``, the vllm engine flags and
+    ``--no-progress`` are read into their fields here."""
+    import dataclasses
+
+    from benchmarks.config import RunConfig
     from tir_envs.rollout.cli import parse_env_args
 
     engine_args = parse_env_args(args.engine_arg, "--engine-arg")
     for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
         if getattr(args, flag) is not None:
             engine_args[flag] = getattr(args, flag)
-    common = dict(top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens,
-                  use_tools=not args.no_tools, limit=args.limit, tokenizer=args.tokenizer,
-                  model=args.model, api_key=args.api_key,
-                  env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-                  episode_timeout_s=args.timeout, progress=not args.no_progress,
-                  engine_args=engine_args, seeds=args.seeds, by=args.by, ray=args.ray)
+    given = {FLAG_FIELDS.get(name, name): value for name, value in vars(args).items()}
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    settings = {name: value for name, value in given.items() if name in fields}
+    settings.update(suites=tuple(names), use_tools=not args.no_tools,
+                    k=1 if args.k is None else args.k,
+                    env_kwargs=parse_env_args(args.env_arg), engine_args=engine_args,
+                    progress=not args.no_progress)
+    return RunConfig(**settings)
+
+
+#: the settings a ``--preset`` leaves to the command line (it fixes the suites and sampling)
+PRESET_FREE = ("top_k", "seed", "max_tokens", "use_tools", "limit", "tokenizer", "model",
+               "api_key", "env_kwargs", "concurrency", "episode_timeout_s", "progress",
+               "engine_args", "seeds", "by", "ray")
+
+
+def _run(names: list[str], args: argparse.Namespace) -> dict:
+    from benchmarks.harness import run
+
+    config = run_config(names, args)
     if args.preset:
-        return _run_preset(args, common)
-    return run(names, args.policy, out=args.out, k=1 if args.k is None else args.k,
-               temperature=args.temperature, top_p=args.top_p, protocol=args.protocol,
-               tasks=args.tasks, env=args.env, scoring=args.scoring, **common)
+        return _run_preset(args, config)
+    return run(config)
 
 
-def _run_preset(args: argparse.Namespace, common: dict) -> dict:
+def _run_preset(args: argparse.Namespace, config: "RunConfig") -> dict:
     """``--preset``: the paper's suites and settings; flags that would change them refused."""
-    from benchmarks.presets import run_preset
+    from benchmarks.harness import run_preset
 
     given = [flag for flag, value in (("--suite", args.suite), ("--tasks", args.tasks),
                                       ("-k", args.k), ("--temperature", args.temperature),
@@ -171,6 +195,7 @@ def _run_preset(args: argparse.Namespace, common: dict) -> dict:
     if given:
         raise SystemExit(f"bench: --preset {args.preset} fixes {', '.join(given)}; drop them "
                          "(docs/papers.md lists each preset's settings)")
+    common = {name: getattr(config, name) for name in PRESET_FREE}
     return run_preset(args.preset, args.policy, out=args.out, **common)
 
 

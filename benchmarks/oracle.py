@@ -8,7 +8,7 @@
 * ``adversary("unclosed")``: writes the gold answer but never closes its answer tag
   (box, ``<answer>``, ``<solution>``, tool call): scores 0 and counts as "no answer".
 
-They implement ``generate_job`` (see ``benchmarks.harness``), replaying the item's action with
+They implement ``generate_job`` (see ``benchmarks.jobs``), replaying the item's action with
 ``ScriptedPolicy`` (cut at stop strings, encoded with the env's tokenizer).
 """
 

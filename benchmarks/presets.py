@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from benchmarks.config import RunConfig
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -88,11 +90,10 @@ def check_preset(name: str, suites: list[str], k: int, temperature: float | None
     return preset
 
 
-def run_preset(name: str, policy: Any, *, out: Any, **settings: Any) -> dict[str, Any]:
-    """``benchmarks.run`` with the preset's suites and settings; ``settings``: the others
-    (``limit``, ``tokenizer``, ``env_kwargs`` extras such as a retriever, ``concurrency``...)."""
-    from benchmarks.harness import run
-
+def preset_config(name: str, policy: Any, *, out: Any, **settings: Any) -> RunConfig:
+    """The ``RunConfig`` of the preset's suites and settings; ``settings``: the others
+    (``limit``, ``tokenizer``, ``env_kwargs`` extras such as a retriever, ``concurrency``...).
+    ``benchmarks.harness.run_preset`` runs it."""
     preset = get_preset(name)
     fixed = [key for key in FIXED if key in settings]
     if fixed:
@@ -100,4 +101,5 @@ def run_preset(name: str, policy: Any, *, out: Any, **settings: Any) -> dict[str
     run_settings = preset.run_settings()
     run_settings["env_kwargs"] = {**dict(settings.pop("env_kwargs", None) or {}),
                                   **run_settings["env_kwargs"]}
-    return run(list(preset.suites), policy, out=out, preset=name, **run_settings, **settings)
+    return RunConfig(suites=tuple(preset.suites), policy=policy, out=out, preset=name,
+                     **run_settings, **settings)

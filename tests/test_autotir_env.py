@@ -263,3 +263,26 @@ def test_check_env_and_the_rollout_engine(qwen_tok, retriever, grader):
 
 def test_registered():
     assert "tir/AutoTIR-v0" in tir_envs.ENV_SPECS
+
+
+@pytest.mark.parametrize("response", [
+    # a compliant box (no comma) beside text that breaks the instruction
+    "Rain falls, softly, on the roof. <answer>\\boxed{Soft rain on the roof}</answer>",
+    "<answer>Rain, rain, rain \\boxed{Soft rain on the roof}</answer>",
+    "Also: one, two, three.\n\\boxed{Soft rain on the roof}",
+    "Rain, falls \\boxed{Soft rain}",
+])
+def test_instructions_are_checked_on_the_whole_visible_response(make, qwen_tok, response):
+    """Issue 29: IFEval instructions hold on everything the reader sees, never only on a box."""
+    env = make(INSTRUCTION)
+    _, traj = run(env, qwen_tok, [response])
+    assert traj.correct is False and traj.reward_components["f_eva"] == 0.0
+    assert "," in traj.answer
+
+
+def test_the_visible_response_unwraps_markup_in_place():
+    from tir_envs.rewards.autotir import visible_response
+
+    assert visible_response(["<think>a, b</think>x <answer>\\boxed{y \\boxed{z}} w</answer>"]) \
+        == "x y z w"
+    assert visible_response(["\\boxed{open"]) == "open"

@@ -36,6 +36,7 @@ from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
+from tir_envs.status import TurnStatus
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
@@ -48,17 +49,6 @@ EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call t
 RESET_OPTIONS = ("task", "index")
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
-
-
-def _turn_status(results: Sequence[ToolResult]) -> str:
-    statuses = {r.status for r in results}
-    if ToolStatus.INFRA_ERROR in statuses:
-        return "infra_error"
-    if ToolStatus.TIMEOUT in statuses:
-        return "timeout"
-    if statuses - {ToolStatus.OK}:
-        return "tool_error"
-    return "ok"
 
 
 @dataclass
@@ -77,9 +67,10 @@ class TIREnv(gym.Env):
     ``protocol``: a ``Protocol``; without one, the generic protocol over ``tool_format``,
     ``system_prompt`` and ``chat``.  ``reward``: a ``tir_envs.rewards.Reward`` or a function
     ``f(task, trajectory, answer) -> RewardResult``, given the protocol's answer when the
-    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a JSONL path,
-    or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the protocol's
-    standalone prompt and no tool ever runs (the "w/o tools" ablation; one action per episode).
+    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a
+    JSONL path, or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the
+    protocol's standalone prompt and no tool ever runs (the "w/o tools" ablation; one action
+    per episode).
 
     Budgets (``None``: the protocol's default):
       * ``max_turns``: the most actions in an episode.  An action at the last turn that still
@@ -438,7 +429,7 @@ class TIREnv(gym.Env):
                       cut: int) -> list[ToolCall]:
         """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
         if final or not calls:
-            turn.status = "no_call"
+            turn.status = TurnStatus.NO_CALL
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
@@ -494,15 +485,16 @@ class TIREnv(gym.Env):
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = _turn_status(results)
-            traj.infra_failed |= turn.status == "infra_error"
+            turn.status = TurnStatus.of(r.status for r in results)
+            traj.infra_failed |= turn.status is TurnStatus.INFRA_ERROR
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = (act.final and not act.cut) or (bool(results) and self.tools_ended(results))
+        ended_by_tools = bool(results) and self.tools_ended(results)
+        terminated = (act.final and not act.cut) or ended_by_tools
         truncated = False
-        if terminated:
-            traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
+        if terminated:  # "answered" becomes "no_answer" once the outcome says none was given
+            traj.stop_reason = "env_done" if ended_by_tools else "answered"
         elif act.cut:
             truncated, traj.stop_reason = True, "max_tokens"
         elif len(traj.turns) >= self.max_turns:
@@ -554,7 +546,9 @@ class TIREnv(gym.Env):
         texts = self._result_texts(results, turn)
         action_text = self.state.actions[-1]
         body = self.protocol.observation(calls, texts, action_text, self.state)
-        ids = self.codec.encode(self._frame(body, action_text))
+        before, after = self._glue_around(action_text)
+        ids = self.codec.encode(before) + self.codec.encode_untrusted(body) + \
+            self.codec.encode(after)
         if len(ids) > self.max_obs_tokens:
             ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
             turn.notes.append(f"observation truncated: {dropped} tokens dropped")
@@ -565,16 +559,22 @@ class TIREnv(gym.Env):
         return ids
 
     def _frame(self, body: str, action_text: str) -> str:
-        """The observation text as appended: ``body`` inside the chat glue of an
+        """The observation text as appended (what a protocol sizes its body against)."""
+        before, after = self._glue_around(action_text)
+        return before + body + after
+
+    def _glue_around(self, action_text: str) -> tuple[str, str]:
+        """The env's own text around an observation body: the chat glue of an
         ``observation_role`` message (closing the assistant turn, opening the next one).  An
-        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated."""
+        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated.
+        Only this glue is encoded with added tokens; the body never is."""
         if not self._glue:
-            return body
+            return "", ""
         before, after = self._glue
         eos = self.codec.eos_text
         if eos and action_text.endswith(eos) and before.startswith(eos):
             before = before[len(eos):]
-        return before + body + after
+        return before, after
 
     def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
         """Result texts, with the exhaustion notice shown once where the budget ran out."""

@@ -26,15 +26,15 @@ import json
 import urllib.request
 from typing import Any, Mapping
 
-from tir_envs.task import Task
 from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.protocols.tool_use import ToolUseProtocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.sync_bridge import needs_loop
+from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.tools.function import cap
 from tir_envs.tools.loop_thread import LoopThread
-from tir_envs.trajectory import Trajectory, Turn
+from tir_envs.trajectory import Turn
 
 INSTRUCTIONS = ("You act in an environment. Take actions by calling the step tool; each call "
                 "returns the environment's observation. Continue until the environment says "
@@ -210,11 +210,6 @@ class OpenEnvEnv(TIREnv):
 
     def tools_ended(self, results: list[ToolResult]) -> bool:
         return any(r.metadata.get("openenv_done") for r in results)
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        if any(r.get("openenv_done") for t in trajectory.turns for r in t.tool_results):
-            trajectory.stop_reason = "env_done"
-        return RewardResult(0.0)  # the remote rewards were credited turn by turn
 
     def on_close(self) -> None:
         try:

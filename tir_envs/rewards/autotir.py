@@ -6,7 +6,8 @@ final action (``final_answer``, the AutoTIR protocol's one reading: the boxed an
 output):
   * ``knowledge``: token F1 of the answer against the gold aliases;
   * ``math``: 1 if the boxed answer is equivalent to the gold (the project's Math-Verify grader);
-  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict);
+  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict), on
+    the whole visible response (``visible_response``), never only on a box inside it;
   * ``multiple_choice``: 1 if the one option letter chosen is the gold.
 ``r_act`` from the tools the policy invoked (calls of a known tool, executed or refused by the
 budget; unparseable calls are not invocations) against the task's ground-truth tool
@@ -102,12 +103,40 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     formatted = bool(boxed_spans(scope))
     if domain == "multiple_choice":
         return _marked(extract_choice(response), formatted)
+    if domain == "instruction":  # the whole visible response, never a box inside it
+        return _marked(visible_response(actions) or None, formatted)
     boxed = extract_final_answer(scope)  # a str that also keeps every box of a list answer
     if boxed is not None:
         return _marked(boxed, formatted)
     if blocks:
         return _marked(blocks[-1].strip() or None, formatted)
-    return _marked(response or None, formatted) if domain == "instruction" else None
+    return None
+
+
+_MARKUP = re.compile(r"</?answer>")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _unbox(text: str) -> str:
+    """``text`` with each ``\\boxed{…}`` replaced by its contents, in place."""
+    while (m := _BOX.search(text)) is not None:
+        depth, end = 1, None
+        for i in range(m.end(), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        text = text[:m.start()] + (text[m.end():end] + text[end + 1:] if end is not None
+                                   else text[m.end():])
+    return text
+
+
+def visible_response(actions: Sequence[str]) -> str:
+    """What a reader of the final response sees, all of it: the response outside ``<think>``
+    with the protocol's markup (``<answer>`` tags, ``\\boxed{}`` wrappers) unwrapped in place.
+    Instructions are checked on this, never on a box inside it: a compliant box beside
+    text that breaks the instructions does not follow them."""
+    return _unbox(_MARKUP.sub("", final_response(actions))).strip()
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -145,7 +174,7 @@ class AutoTIRReward(Reward):
             raise ValueError(f"output_reward must be one of {OUTPUT_REWARDS} ('paper': eq. 5, "
                              f"max(0.1, f) when boxed else 0), got {self.output_reward!r}")
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict")
+        self._ifeval = IFEvalReward("strict", extract=visible_response)
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
@@ -177,7 +206,7 @@ class AutoTIRReward(Reward):
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
-            em, score = exact_match(text, golds), f1(text, golds)
+            em, score = exact_match(text, golds, task.question), f1(text, golds, task.question)
             return RewardResult(score, {"em": em, "f1": score}, correct=bool(em),
                                 answered=text is not None, answer=text)
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "

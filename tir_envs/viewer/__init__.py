@@ -14,8 +14,8 @@ import importlib
 
 #: names imported on first use (``tir-envs view --help`` reads only ``tir_envs.viewer.cli``)
 _LAZY = {"page_data": "page", "render_page": "page", "TokenPieces": "pieces",
-         "Episode": "sources", "ViewSourceError": "sources", "load_episodes": "sources"}
-__all__ = ["Episode", "TokenPieces", "ViewSourceError", "load_episodes", "page_data",
+         "EpisodeRow": "sources", "ViewSourceError": "sources", "load_episodes": "sources"}
+__all__ = ["EpisodeRow", "TokenPieces", "ViewSourceError", "load_episodes", "page_data",
            "render_page", "write_page"]
 
 

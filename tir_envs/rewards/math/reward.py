@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.status import ToolStatus
 from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.forms import form_correct, strip_unit
 from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
 EXTRACTIONS = ("boxed", "fallback")
-_FAILED = {"error", "timeout", "killed"}
+_FAILED = frozenset({ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.KILLED})
 
 
 def gold_text(answer: Any) -> str:
@@ -51,7 +52,8 @@ def execution_failures(trajectory) -> int:
     n = 0
     for turn in trajectory.turns:
         for r in turn.tool_results:
-            if r.get("status") in _FAILED and not r.get("exhausted") and not r.get("parse_error"):
+            failed = ToolStatus(r.get("status", "ok")) in _FAILED
+            if failed and not r.get("exhausted") and not r.get("parse_error"):
                 n += 1
     return n
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from tir_envs.tools.search.batcher import Batcher
 from tir_envs.tools.search.retriever import Retriever
-from tir_envs.tools.search.serve_cli import LOOPBACK, add_arguments
+from tir_envs.tools.search.serve_args import LOOPBACK, add_arguments
 
 MAX_BATCH = 4096
 #: requests searched or queued at once before the server answers 503 (overloaded)
