@@ -45,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from benchmarks.perf.search import recall  # noqa: E402
 
 K = 10
 WORDS_PER_PASSAGE = 100  # wiki-18 (DPR) splits Wikipedia into 100-word passages
@@ -116,15 +117,6 @@ def questions_and_golds() -> tuple[list, list[dict]]:
     by_title = {d["title"]: d for d in hotpotqa_paragraphs()}
     titles = sorted({t for task in tasks for t in task.meta["supporting_titles"]})
     return tasks, [by_title[t] for t in titles if t in by_title]
-
-
-def recall(tasks, results) -> dict[str, float]:
-    out = {}
-    for k in (1, 5, 10):
-        found = [len(set(t.meta["supporting_titles"]) & {h.title for h in hits[:k]})
-                 / len(t.meta["supporting_titles"]) for t, hits in zip(tasks, results)]
-        out[f"recall@{k}"] = round(sum(found) / len(found), 4)
-    return out
 
 
 def rss_mb(who: int) -> float:
