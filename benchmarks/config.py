@@ -34,7 +34,8 @@ class RunConfig:
     making: ``tokenizer``, ``model``, ``api_key``, ``engine_args``.  Execution: ``concurrency``,
     ``episode_timeout_s``, ``ray``, ``progress``, ``report``; ``by``: report breakdowns;
     ``preset``: the paper whose table the run is (``benchmarks.presets``; ``run.json`` records
-    it, with the preset's IFEval metric, when set).
+    it, with the preset's IFEval metric, when set); ``imports``: modules that register the
+    user's own env ids (``--import``), imported before anything else, on Ray workers too.
     """
 
     suites: tuple[str, ...] = ()
@@ -65,6 +66,7 @@ class RunConfig:
     scoring: str | None = None
     ray: str | bool | None = None
     preset: str | None = None
+    imports: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         suites = self.suites
@@ -72,6 +74,7 @@ class RunConfig:
         object.__setattr__(self, "suites", names)
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs or {}))
         object.__setattr__(self, "engine_args", dict(self.engine_args or {}))
+        object.__setattr__(self, "imports", tuple(self.imports or ()))
         if not isinstance(self.by, str):  # a string is refused, by name, when the run checks it
             object.__setattr__(self, "by", tuple(self.by or ()))
 
@@ -108,6 +111,8 @@ class RunConfig:
                "by": list(self.by), **{name: getattr(self, name) for name in RECORDED}}
         if self.seeds > 1:  # absent for one seed, so folders of earlier versions resume
             out["seeds"] = self.seeds
+        if self.imports:  # absent without --import, likewise; Ray workers import them
+            out["imports"] = list(self.imports)
         if custom:  # the task files' pins: a changed file is refused on resume
             out["custom"] = dict(custom)
         return out

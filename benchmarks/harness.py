@@ -109,6 +109,8 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
         those of a local run.
       preset: the paper whose table this run is (``benchmarks.presets``); the settings must
         be the preset's (``run_preset`` fills them in).  The report states it.
+      imports: modules to import first, each registering one's own env ids with
+        ``gymnasium.register`` (``--import``; the working directory is on the path).
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
@@ -137,6 +139,9 @@ def _run(config: RunConfig) -> dict[str, Any]:
 
     if config.out is None:
         raise TypeError("run() needs out=: the run folder (an existing one is resumed)")
+    if config.imports:
+        from tir_envs.registry import import_modules
+        import_modules(config.imports, "imports=")
     out = config.out
     chosen = _chosen_suites(config)
     custom = {suite.name: custom_pin(suite) for suite in chosen if suite.name.startswith(CUSTOM)}

@@ -65,9 +65,12 @@ class EpisodeWorker:
                  policy: Mapping[str, Any], sampling: SamplingParams, limit: int | None):
         from tir_envs.rollout.runner import EpisodeRunner
 
+        from tir_envs.registry import import_modules
+
         from benchmarks.policies import resolve_policy
         from benchmarks.suites import register, suite_of_run
 
+        import_modules(config.get("imports", ()), "imports=")  # the user's env ids, here too
         self.suite = suite_of_run(suite_name, config)
         if suite_name.startswith("custom:"):
             register(self.suite)  # item-scripted policies look their suite up by name

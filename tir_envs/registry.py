@@ -84,7 +84,9 @@ def is_env_id(env_id: Any) -> bool:
 def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import") -> None:
     """Import the user's modules (each one registers its env ids), with the working directory
     on ``sys.path`` as ``python -m`` has it: console scripts leave it out, so a module next to
-    the user would otherwise not be found."""
+    the user would otherwise not be found.  ``flag``: what named the modules; a command-line
+    flag (``--import``) makes a failure the command's one-line usage error (``SystemExit``),
+    anything else an ``ImportError``."""
     import os
     import sys
 
@@ -97,8 +99,11 @@ def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import")
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise SystemExit(f"{flag} {module}: {exc} (run from the folder holding it, or put "
-                             "its folder on PYTHONPATH)") from None
+            message = (f"{flag} {module}: {exc} (run from the folder holding it, or put its "
+                       "folder on PYTHONPATH)")
+            if flag.startswith("--"):
+                raise SystemExit(message) from None
+            raise ImportError(message) from exc
 
 
 def accepted_kwargs(cls: Any) -> set[str] | None:
