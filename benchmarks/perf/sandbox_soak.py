@@ -179,7 +179,7 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
         "sandbox_rss_growth_bounded": final["sandbox_rss_mb"] - baseline["sandbox_rss_mb"]
         <= RSS_GROWTH_LIMIT_MB,  # both idle: fork server and spares only
         "session_cgroups_back_to_live_sessions": final["session_cgroups"]
-        <= live * len(backend.pool.protections.cgroups.pool_dirs if backend.pool.protections.cgroups else ()),
+        <= live * len(tree.pool_dirs if (tree := backend.pool.protections.cgroups) else ()),
         "uids_back_to_live_sessions": final["uids_in_use"] <= live,
     }
     report = {"isolation": info["isolation"], "sessions": done, "concurrency": concurrency,
@@ -190,7 +190,8 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
                                ("fork_server_starts", "fork_servers_retired",
                                 "fork_server_deaths")},
               "failures": failures[:10], "checks": checks}
-    pool_dirs = list(backend.pool.protections.cgroups.pool_dirs.values()) if backend.pool.protections.cgroups else []
+    tree = backend.pool.protections.cgroups
+    pool_dirs = list(tree.pool_dirs.values()) if tree else []
     uids = backend.pool.protections.uids
     backend.shutdown()
     checks["no_cgroups_left_after_shutdown"] = not any(os.path.exists(d) for d in pool_dirs)

@@ -29,7 +29,7 @@ from tir_envs.tools.python.session import (BUSY, ENDED, MAX_HELLO, PendingCall, 
                                            SessionState)
 
 S = SessionState
-EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
+EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run: how long to wait for its exit
 QUICK_LOOKS = 4          # loop rounds a reply waits for its interpreter to block, before a stop
 
 
