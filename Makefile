@@ -14,7 +14,7 @@ VERL_PY    := $(VERL_VENV)/bin/python
 VERL_TESTS := tests/test_verl_agent_loop.py
 TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
-TRL_TESTS  := tests/test_trl_rollout.py
+TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py
 
 .PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
 
@@ -30,7 +30,7 @@ $(VENV)/.core: pyproject.toml
 
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,search,dense,train,e2b,ray]"
+	$(PIP) -e ".[dev,search,dense,train,e2b,ray,mcp,openenv,chat]"
 	# pyserini only for its Anserini (Lucene) jar; its declared deps are neural-encoder
 	# stacks the BM25 path never imports (docs/search.md explains).
 	$(PIP) --no-deps pyserini==1.6.0

@@ -11,6 +11,7 @@
     tir-envs bench compare runs/x runs/y      # side by side by (suite, part), paired test
     tir-envs bench report runs/x --by level   # rebuild summary.json, report.md, plots
     tir-envs bench list                       # the suites, their envs and item counts
+    tir-envs bench --preset torl --policy vllm:/models/x --out runs/x-torl   # ToRL's own table
 
 Policy specs are those of ``tir-envs rollout`` (hf:PATH, vllm:PATH, openai:URL[,URL...],
 scripted:FILE), plus ``oracle`` and ``wrong``.  Rerunning the same command on the same --out
@@ -23,9 +24,12 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tir_envs.rollout.cli import add_import_flag
+
+if TYPE_CHECKING:
+    from benchmarks.config import RunConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -46,7 +50,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                     "wrong answer: must score 0 where there is a gold answer; "
                                     "IFEval, which has none, scores above 0 by design)")
     p.add_argument("--out", help="run folder (resumed if it exists)")
-    p.add_argument("-k", type=int, default=1, help="samples per item (default 1)")
+    p.add_argument("--preset", choices=["torl", "zerotir", "verltool", "autotir", "rite"],
+                   help="run a seed paper's own table: its suites, k, sampling, protocol and "
+                        "call budget (docs/papers.md); the report states it")
+    p.add_argument("-k", type=int, help="samples per item (default 1)")
     p.add_argument("--seeds", type=int, default=1,
                    help="independent replicates of the k samples, each with its own seeds; the "
                         "report gives the spread over them (default 1)")
@@ -120,7 +127,7 @@ def run_command(args: argparse.Namespace) -> int:
     from tir_envs.registry import import_modules
 
     import_modules(args.imports)
-    names = _suites(args.suite, args.tasks)
+    names = [] if args.preset else _suites(args.suite, args.tasks)
     if not args.policy or not args.out:
         raise SystemExit("bench: --policy and --out are required to run suites")
     try:
@@ -135,23 +142,61 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(names: list[str], args: argparse.Namespace) -> dict:
-    from benchmarks.harness import run
+#: flags whose ``RunConfig`` field has another name (the others are named as their field)
+FLAG_FIELDS = {"timeout": "episode_timeout_s"}
+
+
+def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
+    """The ``RunConfig`` of a ``bench`` command line: every flag named as a field (or mapped in
+    ``FLAG_FIELDS``) fills it; ``--no-tools``, ``--env-arg``, the vllm engine flags and
+    ``--no-progress`` are read into their fields here."""
+    import dataclasses
+
+    from benchmarks.config import RunConfig
     from tir_envs.rollout.cli import parse_env_args
 
     engine_args = parse_env_args(args.engine_arg, "--engine-arg")
     for flag in ("tensor_parallel_size", "max_model_len", "gpu_memory_utilization"):
         if getattr(args, flag) is not None:
             engine_args[flag] = getattr(args, flag)
-    return run(names, args.policy, out=args.out, k=args.k, temperature=args.temperature,
-               top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-               max_tokens=args.max_tokens, use_tools=not args.no_tools,
-               protocol=args.protocol, limit=args.limit, tokenizer=args.tokenizer,
-               model=args.model, api_key=args.api_key,
-               env_kwargs=parse_env_args(args.env_arg), concurrency=args.concurrency,
-               episode_timeout_s=args.timeout, progress=not args.no_progress,
-               engine_args=engine_args, seeds=args.seeds, by=args.by, tasks=args.tasks,
-               env=args.env, scoring=args.scoring, ray=args.ray)
+    given = {FLAG_FIELDS.get(name, name): value for name, value in vars(args).items()}
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    settings = {name: value for name, value in given.items() if name in fields}
+    settings.update(suites=tuple(names), use_tools=not args.no_tools,
+                    k=1 if args.k is None else args.k,
+                    env_kwargs=parse_env_args(args.env_arg), engine_args=engine_args,
+                    progress=not args.no_progress)
+    return RunConfig(**settings)
+
+
+#: the settings a ``--preset`` leaves to the command line (it fixes the suites and sampling)
+PRESET_FREE = ("top_k", "seed", "max_tokens", "use_tools", "limit", "tokenizer", "model",
+               "api_key", "env_kwargs", "concurrency", "episode_timeout_s", "progress",
+               "engine_args", "seeds", "by", "ray")
+
+
+def _run(names: list[str], args: argparse.Namespace) -> dict:
+    from benchmarks.harness import run
+
+    config = run_config(names, args)
+    if args.preset:
+        return _run_preset(args, config)
+    return run(config)
+
+
+def _run_preset(args: argparse.Namespace, config: "RunConfig") -> dict:
+    """``--preset``: the paper's suites and settings; flags that would change them refused."""
+    from benchmarks.harness import run_preset
+
+    given = [flag for flag, value in (("--suite", args.suite), ("--tasks", args.tasks),
+                                      ("-k", args.k), ("--temperature", args.temperature),
+                                      ("--top-p", args.top_p), ("--protocol", args.protocol))
+             if value is not None and value != []]
+    if given:
+        raise SystemExit(f"bench: --preset {args.preset} fixes {', '.join(given)}; drop them "
+                         "(docs/papers.md lists each preset's settings)")
+    common = {name: getattr(config, name) for name in PRESET_FREE}
+    return run_preset(args.preset, args.policy, out=args.out, **common)
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -181,4 +226,6 @@ def list_command(args: argparse.Namespace) -> int:
         aliases = sorted(a for a, n in SUITE_ALIASES.items() if n == suite.name)
         print(f"{suite.name:10s} {suite.env_id:18s} {suite.count:5d} items: {parts}"
               + (f" (also: {', '.join(aliases)})" if aliases else ""))
+        licenses = dict.fromkeys(p.license for p in suite.parts if p.license)
+        print(f"{'':10s} license: {'; '.join(licenses) or 'see SOURCES.md beside the data'}")
     return 0

@@ -6,8 +6,10 @@ appends each finished sample to ``RUN_DIR/samples.jsonl`` and writes ``summary.j
 item ``i`` gets the sampling seed ``seed + i*n + s`` (n = k x seeds samples per item), however
 often the run was interrupted.  A rerun on the same folder skips every finished sample.  The
 folder is locked for one process (``benchmarks.lock``); every setting is checked, and the
-policy's content pinned (``benchmarks.pins``), before anything is written or loaded.  With
-``ray=`` the episodes run on a Ray cluster's workers (``benchmarks.ray_episodes``).
+policy's content pinned (``benchmarks.pins``), before anything is written or loaded.  The
+settings are one ``RunConfig`` (``benchmarks.config``), stored in ``run.json``; the episodes
+run through one executor seam (``benchmarks.execution``): in this process, or with ``ray=`` on
+a Ray cluster's workers (``benchmarks.ray_episodes``).
 
 Policies are the rollout engine's (``tir_envs.rollout``) or a spec string parsed exactly as
 ``tir-envs rollout`` parses ``--policy`` (``tir_envs.rollout.specs``: ``hf:PATH``,
@@ -15,105 +17,32 @@ Policies are the rollout engine's (``tir_envs.rollout``) or a spec string parsed
 ``oracle``/``wrong`` (``benchmarks.oracle``: every gold, a fixed wrong answer).  A
 policy may also define ``async generate_job(job, prompt_ids, stop, sampling)``: it is then told
 which item and sample it is generating for (the oracle and the adversaries of the tests use
-it).  Each sample's seed and job are explicit arguments of its episode (``EpisodeJob``).
+it).  Each sample is a ``Job`` (``benchmarks.jobs``), made once by the plan and carried
+through its episode back to its record.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tir_envs.rollout.policy import Generation, SamplingParams
-from tir_envs.task import Task
+from tir_envs.rollout.policy import SamplingParams
 from tir_envs.validation import check_positive_int
 
+from benchmarks.config import RunConfig
+from benchmarks.execution import Episodes, executor
+from benchmarks.jobs import Job, plan
+from benchmarks.policies import check_policy, resolve_policy
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
-from benchmarks.suites import (CUSTOM, Part, Suite, custom_pin, custom_suite, get_suite,
-                               register)
+from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
 
-
-@dataclass(frozen=True)
-class Job:
-    """One sample to run: which suite item, which sample of it, and its sampling seed."""
-
-    suite: str
-    part: Part
-    item: int
-    sample: int
-    seed: int | None
-    task: Task
-
-
-class _JobPolicy:
-    """The user's policy as one job's episode sees it: told the job when it asks
-    (``generate_job``)."""
-
-    def __init__(self, policy: Any, job: Job):
-        self.policy, self.job = policy, job
-        self._by_job = getattr(policy, "generate_job", None)
-
-    async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
-                       sampling: SamplingParams) -> Generation:
-        if self._by_job is not None:
-            return await self._by_job(self.job, prompt_ids, stop, sampling)
-        return await self.policy.generate(prompt_ids, stop, sampling)
-
+__all__ = ["BenchmarkFailed", "Job", "RunConfig", "RunInterrupted", "check_fields",
+           "check_options", "run", "run_preset"]
 
 _UNCAPPED = 1 << 30
-
-
-def sample_seed(seed: int | None, item: int, sample: int, k: int) -> int | None:
-    """The sampling seed of sample ``sample`` of item ``item`` (``None``: unseeded)."""
-    return None if seed is None else seed + item * k + sample
-
-
-#: policies named by a bare word: sanity checks of a suite from the CLI
-BUILTIN_POLICIES = ("oracle", "wrong")
-
-
-def resolve_policy(policy: Any, tokenizer: Any = None, model: str | None = None,
-                   api_key: str | None = None, protocol: str | None = None,
-                   engine_args: Mapping[str, Any] | None = None) -> tuple[Any, Any, str, bool]:
-    """``(policy, tokenizer, name, built)``: ``oracle``/``wrong`` are the item-scripted policies
-    (``benchmarks.oracle``); another spec string goes through the policy spec parser
-    (``PolicySpecError`` if it names no usable policy); a policy object is used as it is, with
-    ``tokenizer`` (default: bundled Qwen2.5)."""
-    if policy in BUILTIN_POLICIES:
-        from benchmarks.oracle import adversary, oracle
-        built = oracle(protocol, tokenizer) if policy == "oracle" else \
-            adversary("wrong", protocol, tokenizer)
-        return built, tokenizer, policy, True
-    if isinstance(policy, str):
-        from tir_envs.rollout.specs import build_policy
-        built, tok = build_policy(policy, tokenizer=tokenizer, model=model, api_key=api_key,
-                                  engine_args=dict(engine_args or {}))
-        return built, tok, policy, True
-    check_policy(policy)
-    return policy, tokenizer, type(policy).__name__, False
-
-
-def check_policy(policy: Any, model: str | None = None,
-                 engine_args: Mapping[str, Any] | None = None) -> None:
-    """Whatever can be checked of ``policy`` without loading it (a spec's folder or file)."""
-    if policy in BUILTIN_POLICIES:
-        if engine_args:
-            raise ValueError(f"engine arguments apply only to vllm:PATH, not {policy!r}")
-        return
-    if isinstance(policy, str):
-        from tir_envs.rollout.specs import check_spec
-        check_spec(policy, model=model, engine_args=dict(engine_args or {}))
-        return
-    if not any(callable(getattr(policy, m, None)) for m in ("generate", "generate_job")):
-        raise TypeError("policy must be a spec string (hf:PATH, vllm:PATH, openai:URL, "
-                        "scripted:FILE, oracle, wrong) or an object with async "
-                        "generate(prompt_ids, stop, sampling) (or generate_job); got "
-                        f"{type(policy).__name__}")
 
 
 def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: str | None,
@@ -144,19 +73,14 @@ def check_options(chosen: Sequence[Suite], k: int, limit: int | None, protocol: 
     return out
 
 
-def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1,
-        temperature: float | None = None, top_p: float | None = None, top_k: int = -1,
-        seed: int | None = 0, max_tokens: int | None = None, use_tools: bool = True,
-        protocol: str | None = None, limit: int | None = None, tokenizer: Any = None,
-        model: str | None = None, api_key: str | None = None,
-        env_kwargs: Mapping[str, Any] | None = None, concurrency: int = 32,
-        episode_timeout_s: float | None = None, progress: bool = True, report: bool = True,
-        engine_args: Mapping[str, Any] | None = None, seeds: int = 1,
-        by: Sequence[str] = (), tasks: str | Path | None = None, env: str | None = None,
-        scoring: str | None = None, ray: str | bool | None = None) -> dict[str, Any]:
-    """Evaluate ``policy`` on ``suites``; return the summary (also in ``out/summary.json``).
+def run(config: RunConfig | str | Sequence[str], policy: Any = None,
+        **settings: Any) -> dict[str, Any]:
+    """Evaluate a policy on suites; return the summary (also in ``out/summary.json``).
 
-    Args:
+    ``config``: a ``RunConfig``, or the suites, with ``policy`` and the other settings as
+    keywords (the ``RunConfig`` fields: ``run(["math500"], "oracle", out="runs/x", k=4)``).
+
+    Args (the fields of ``RunConfig``):
       suites: a suite name or names (``benchmarks.SUITES``).
       policy: a policy object or a spec string: ``oracle``, ``wrong`` or a ``tir-envs rollout``
         spec (module docstring); ``tokenizer``/``model``/``api_key`` as that command's flags,
@@ -183,91 +107,111 @@ def run(suites: str | Sequence[str], policy: Any, *, out: str | Path, k: int = 1
         or ``"local"`` starts a local instance, an address (``auto``, ``ray://host:10001``)
         joins a cluster; the policy must be a spec string.  Records, resume and summary are
         those of a local run.
+      preset: the paper whose table this run is (``benchmarks.presets``); the settings must
+        be the preset's (``run_preset`` fills them in).  The report states it.
+      imports: modules to import first, each registering one's own env ids with
+        ``gymnasium.register`` (``--import``; the working directory is on the path).
 
     Every setting, the data pins and the folder's settings are checked before anything is
     written or a model loads; a run interrupted by Ctrl-C raises ``RunInterrupted`` saying how
     many samples are saved.
     """
+    if not isinstance(config, RunConfig):
+        config = RunConfig(suites=config, policy=policy, **settings)
+    elif policy is not None or settings:
+        raise TypeError("run(config): pass a RunConfig alone, or the suites with policy= and the "
+                        "settings as keywords")
+    return _run(config)
+
+
+def run_preset(name: str, policy: Any, *, out: str | Path, **settings: Any) -> dict[str, Any]:
+    """``run`` of a paper's preset (``benchmarks.presets``): its suites and fixed settings;
+    ``settings`` are the others (``limit``, ``tokenizer``, a retriever in ``env_kwargs``...)."""
+    from benchmarks.presets import preset_config
+
+    return _run(preset_config(name, policy, out=out, **settings))
+
+
+def _run(config: RunConfig) -> dict[str, Any]:
     from benchmarks.lock import RunLock
     from benchmarks.pins import policy_pin
     from benchmarks.store import check_settings
 
-    names = [suites] if isinstance(suites, str) else list(suites or [])
-    if tasks is not None:
-        names.append(f"{CUSTOM}{tasks}")
-    if not names:
-        raise ValueError("suites is empty: name at least one suite (or pass tasks=FILE)")
-    chosen = [custom_suite(n[len(CUSTOM):], env, scoring) if n.startswith(CUSTOM) else
-              get_suite(n) for n in names]
-    if (env or scoring) and not any(n.startswith(CUSTOM) for n in names):
-        raise ValueError("env= and scoring= apply to custom tasks (tasks=FILE); a shipped suite "
-                         "has its own env and scoring")
-    names = [suite.name for suite in chosen]
+    if config.out is None:
+        raise TypeError("run() needs out=: the run folder (an existing one is resumed)")
+    if config.imports:
+        from tir_envs.registry import import_modules
+        import_modules(config.imports, "imports=")
+    out = config.out
+    chosen = _chosen_suites(config)
     custom = {suite.name: custom_pin(suite) for suite in chosen if suite.name.startswith(CUSTOM)}
-    suite_kwargs = check_options(chosen, k, limit, protocol, use_tools, env_kwargs)
-    check_positive_int(seeds=seeds, hint="independent replicates of the k samples")
-    check_fields(chosen, by)
-    check_policy(policy, model, engine_args)
-    if ray and not isinstance(policy, str):
+    suite_kwargs = check_options(chosen, config.k, config.limit, config.protocol,
+                                 config.use_tools, config.env_kwargs)
+    check_positive_int(seeds=config.seeds, hint="independent replicates of the k samples")
+    check_fields(chosen, config.by)
+    check_policy(config.policy, config.model, config.engine_args)
+    if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
-                         f"not a {type(policy).__name__} object")
-    note = sampling_note(k * seeds, temperature, top_p)
-    temperature, top_p = sampling_defaults(k * seeds, temperature, top_p)
+                         f"not a {type(config.policy).__name__} object")
+    temperature, top_p, _ = config.sampling()
     # no cap of our own by default: the engine caps each turn at the env's info["max_new_tokens"]
     # (the protocol's budget), so every suite runs with its paper's length limits
-    sampling = SamplingParams(max_tokens=max_tokens or _UNCAPPED, temperature=temperature,
-                              top_p=top_p, top_k=top_k)
-    spec = policy if isinstance(policy, str) else None
-    config = {"suites": names, "policy": spec,
-              "policy_name": spec or type(policy).__name__, "policy_pin": policy_pin(spec),
-              "k": k, "temperature": temperature, "top_p": top_p,
-              "top_k": top_k, "seed": seed, "max_tokens": max_tokens, "use_tools": use_tools,
-              "protocol": protocol, "limit": limit,
-              "env_kwargs": {key: repr(v) for key, v in sorted((env_kwargs or {}).items())},
-              "concurrency": concurrency, "episode_timeout_s": episode_timeout_s,
-              "sampling_note": note, "by": list(by)}
-    if seeds > 1:  # absent for one seed, so folders of earlier versions resume
-        config["seeds"] = seeds
-    if custom:  # the task files' pins: a changed file is refused on resume
-        config["custom"] = custom
+    sampling = SamplingParams(max_tokens=config.max_tokens or _UNCAPPED, temperature=temperature,
+                              top_p=top_p, top_k=config.top_k)
+    record = config.record([suite.name for suite in chosen], policy_pin(config.spec), custom)
+    if config.preset is not None:  # absent without one, so folders of earlier versions resume
+        from benchmarks.presets import check_preset
+        chosen_preset = check_preset(config.preset, record["suites"], config.k, temperature,
+                                     top_p, config.protocol, config.env_kwargs)
+        record["preset"] = config.preset
+        record["ifeval_metric"] = chosen_preset.ifeval_metric
     with RunLock(out) as lock:  # another process on this folder: refused before anything else
         if lock.previous:
             warnings.warn(f"{out}: took over the lock of pid {lock.previous.get('pid')} on host "
                           f"{lock.previous.get('host')}, which died holding it; its finished "
-                          "samples are kept", RuntimeWarning, stacklevel=2)
-        check_settings(out, config)  # a changed setting: refused before any model loads
+                          "samples are kept", RuntimeWarning, stacklevel=3)
+        check_settings(out, record)  # a changed setting: refused before any model loads
         for suite in chosen:
             if suite.name in custom:
                 register(suite)  # item-scripted policies look their suite up by name
-        if ray:
-            from benchmarks.ray_episodes import connect
-            remote = _RayPlan(connect(None if ray is True else ray), config, limit,
-                              {"spec": policy, "tokenizer": tokenizer, "model": model,
-                               "api_key": api_key, "engine_args": dict(engine_args or {})})
-            policy_obj, tok, built = None, None, False
-        else:
-            remote = None
-            policy_obj, tok, _, built = resolve_policy(policy, tokenizer, model, api_key,
-                                                       protocol, engine_args)
-        store = RunStore(out, config)
+        policy_obj, tok, built = None, None, False
+        if not config.ray:
+            policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
+                                                       config.model, config.api_key,
+                                                       config.protocol, config.engine_args)
+        episodes = executor(config, policy_obj, record)
+        store = RunStore(out, record)
         try:
             for suite, kwargs in zip(chosen, suite_kwargs):
                 if tok is not None:
                     kwargs.setdefault("tokenizer", tok)
-                _run_suite(store, suite, policy_obj, kwargs, sampling, k * seeds, seed, limit,
-                           concurrency, episode_timeout_s, progress, remote)
+                _run_suite(store, suite, episodes, kwargs, sampling, config)
         except KeyboardInterrupt as exc:
-            total = sum(len(s.items(limit)) for s in chosen) * k * seeds
+            total = sum(len(s.items(config.limit)) for s in chosen) * config.samples_per_item
             done = sum(len(store.finished(s.name)) for s in chosen)
             raise RunInterrupted(Path(out), done, total) from exc
         finally:
             if built and callable(getattr(policy_obj, "close", None)):
                 policy_obj.close()
-    if not report:
+    if not config.report:
         return {}
     from benchmarks.report import write_outputs
     return write_outputs(out)
+
+
+def _chosen_suites(config: RunConfig) -> list[Suite]:
+    """The run's suites (``tasks`` as the suite ``custom:FILE``), each checked to exist."""
+    names = list(config.suites)
+    if config.tasks is not None:
+        names.append(f"{CUSTOM}{config.tasks}")
+    if not names:
+        raise ValueError("suites is empty: name at least one suite (or pass tasks=FILE)")
+    if (config.env or config.scoring) and not any(n.startswith(CUSTOM) for n in names):
+        raise ValueError("env= and scoring= apply to custom tasks (tasks=FILE); a shipped suite "
+                         "has its own env and scoring")
+    return [custom_suite(n[len(CUSTOM):], config.env, config.scoring) if n.startswith(CUSTOM)
+            else get_suite(n) for n in names]
 
 
 def check_fields(chosen: Sequence[Suite], by: Sequence[str]) -> None:
@@ -284,29 +228,6 @@ def check_fields(chosen: Sequence[Suite], by: Sequence[str]) -> None:
                          f"{unknown} to break results down by; fields: {', '.join(sorted(known))}")
 
 
-def sampling_note(samples: int, temperature: float | None, top_p: float | None) -> str:
-    """How the sampling settings were chosen, in words, for the report."""
-    if temperature is not None and top_p is not None:
-        return "as given"
-    if samples == 1 and temperature in (None, 0):
-        return "greedy: the default for one sample per item (pass@1-style evaluation)"
-    return ("the default for several samples per item (pass@k): temperature 0.6, top-p 0.95, "
-            "each sample seeded" if temperature is None else "top-p by default")
-
-
-def sampling_defaults(samples: int, temperature: float | None,
-                      top_p: float | None) -> tuple[float, float]:
-    """Temperature and top-p as the field evaluates when not given: greedy for a pass@1-style
-    run (one sample per item: Qwen2.5-Math, ToRL), and for pass@k (several samples, k or
-    seeds) the sampling of DeepSeek-R1's evaluation (temperature 0.6, top-p 0.95), each
-    sample with its own seed.  Given values are kept as they are."""
-    if temperature is None:
-        temperature = 0.0 if samples == 1 else 0.6
-    if top_p is None:
-        top_p = 1.0 if temperature == 0 else 0.95
-    return float(temperature), float(top_p)
-
-
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped a run; what is saved is kept and a rerun resumes."""
 
@@ -316,37 +237,20 @@ class RunInterrupted(KeyboardInterrupt):
         self.folder, self.saved, self.total = folder, saved, total
 
 
-def plan(suite: Suite, k: int, seed: int | None, limit: int | None,
-         finished: set[tuple[int, int]]) -> tuple[list[Job], int]:
-    """The jobs still to run, in item then sample order, and how many are already done."""
-    jobs, done = [], 0
-    for item, (part, task) in enumerate(suite.items(limit)):
-        for sample in range(k):
-            if (item, sample) in finished:
-                done += 1
-                continue
-            jobs.append(Job(suite.name, part, item, sample, sample_seed(seed, item, sample, k),
-                            task))
-    return jobs, done
-
-
-def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str, Any],
-               sampling: SamplingParams, k: int, seed: int | None, limit: int | None,
-               concurrency: int, episode_timeout_s: float | None, progress: bool,
-               remote: "_RayPlan | None" = None) -> None:
-    jobs, done = plan(suite, k, seed, limit, store.finished(suite.name))
+def _run_suite(store: RunStore, suite: Suite, episodes: Episodes, env_kwargs: dict[str, Any],
+               sampling: SamplingParams, config: RunConfig) -> None:
+    jobs, done = plan(suite, config.samples_per_item, config.seed, config.limit,
+                      store.finished(suite.name))
     if not jobs:
         return
     # the env's own task list is the suite's (never its default set, e.g. a training mix)
     env_kwargs = {**env_kwargs, "tasks": list({id(j.task): j.task for j in jobs}.values())}
     bar = _LiveBar(suite.name, total=done + len(jobs), done=store.suite_records(suite.name),
-                   enabled=progress)
+                   enabled=config.progress)
     sink = store.open_for_append()
     failures: list[str] = []
-    by_key = {(j.item, j.sample): j for j in jobs}
 
-    def on_trajectory(traj) -> None:
-        job = by_key[traj.metadata["item"], traj.metadata["sample"]]
+    def on_sample(job: Job, traj) -> None:
         record = sample_record(suite.name, job.part.name, job.item, job.sample, job.seed,
                                job.task, traj)
         store.add(sink, record)
@@ -355,11 +259,7 @@ def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str,
             failures.append(traj.failure.message if traj.failure else traj.stop_reason)
 
     try:
-        if remote is not None:
-            remote(suite, jobs, env_kwargs, sampling, concurrency, on_trajectory)
-        else:
-            asyncio.run(_episodes(suite, policy, jobs, env_kwargs, sampling, concurrency,
-                                  episode_timeout_s, on_trajectory))
+        episodes(suite, jobs, env_kwargs, sampling, on_sample)
     finally:
         sink.close()
         bar.close()
@@ -367,46 +267,6 @@ def _run_suite(store: RunStore, suite: Suite, policy: Any, env_kwargs: dict[str,
         raise BenchmarkFailed(f"all {len(jobs)} samples of suite {suite.name!r} failed "
                               f"(first: {failures[0]}); fix the policy or env and rerun the "
                               "same command: failed samples are retried")
-
-
-async def _episodes(suite: Suite, policy: Any, jobs: Sequence[Job], env_kwargs: dict[str, Any],
-                    sampling: SamplingParams, concurrency: int,
-                    episode_timeout_s: float | None, on_trajectory) -> None:
-    """Every job as one runner episode: its task, its own seed, the policy told its job."""
-    from tir_envs.rollout.engine import EpisodeJob, arun
-    from tir_envs.rollout.runner import EpisodeRunner, check_vocab
-
-    runner = EpisodeRunner(suite.env_id, env_kwargs=env_kwargs,
-                           episode_timeout_s=episode_timeout_s)
-    episodes = [EpisodeJob({"task": j.task}, sampling=dataclasses.replace(sampling, seed=j.seed),
-                           tags={"item": j.item, "sample": j.sample}, policy=_JobPolicy(policy, j))
-                for j in jobs]
-    try:
-        check_vocab(policy, runner.first_env)
-        await arun(runner, None, episodes, max_concurrency=concurrency,
-                   progress=False, on_trajectory=on_trajectory, name=suite.name)
-    finally:
-        await runner.aclose()
-        closer = getattr(policy, "aclose", None)  # what it bound to this loop (HTTP sessions)
-        if closer is not None:
-            await closer()
-
-
-@dataclass
-class _RayPlan:
-    """Where a Ray run's episodes go: the connected ``ray`` module and what every worker needs
-    to rebuild the suite and the policy (``benchmarks.ray_episodes``)."""
-
-    ray: Any
-    config: dict[str, Any]
-    limit: int | None
-    policy: dict[str, Any]
-
-    def __call__(self, suite: Suite, jobs: Sequence[Job], env_kwargs: dict[str, Any],
-                 sampling: SamplingParams, concurrency: int, on_trajectory) -> None:
-        from benchmarks.ray_episodes import run_on_ray
-        run_on_ray(self.ray, suite.name, self.config, env_kwargs, self.policy, sampling,
-                   self.limit, jobs, concurrency, on_trajectory)
 
 
 class BenchmarkFailed(RuntimeError):

@@ -8,7 +8,7 @@
 * ``adversary("unclosed")``: writes the gold answer but never closes its answer tag
   (box, ``<answer>``, ``<solution>``, tool call): scores 0 and counts as "no answer".
 
-They implement ``generate_job`` (see ``benchmarks.harness``), replaying the item's action with
+They implement ``generate_job`` (see ``benchmarks.jobs``), replaying the item's action with
 ``ScriptedPolicy`` (cut at stop strings, encoded with the env's tokenizer).
 """
 
@@ -65,6 +65,8 @@ def final_format(suite: Suite, protocol: str | None = None) -> Callable[[str, bo
                                   + (f"\\boxed{{{a}}} </answer>" if closed else f"\\boxed{{{a}"))
     if suite.env_id == "tir/SQL-v0":
         return _tagged("<solution>", "</solution>", "<think>I know this one.</think>\n")
+    if suite.env_id == "tir/ToolUse-v0":
+        return _tagged("<answer>", "</answer>", "I know this one.\n")
     raise ValueError(f"no oracle format for suite {suite.name!r} ({suite.env_id})")
 
 

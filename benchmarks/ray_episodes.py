@@ -10,8 +10,9 @@ run's spec string (``openai:URL1,URL2`` reaches the model wherever it is served:
 server per node; ``hf:``/``vllm:`` load a copy per worker; ``scripted:``, ``oracle``,
 ``wrong``).  A policy *object* cannot travel: Ray runs take spec strings.
 
-Each sample runs with its own seed and task, as locally, and comes back as its trajectory; the
-driver builds the record from it with the same code as a local run, so the records equal a
+Each sample's ``Job`` travels to the worker and its trajectory comes back to the driver, which
+hands both to the harness (the executor seam, ``benchmarks.execution``) to build the record
+with the same code as a local run, so the records equal a
 single-process run's sample for sample (wall times aside).  A worker that dies loses only its
 samples in flight: they are recorded as infrastructure failures and retried by a rerun.
 """
@@ -22,10 +23,17 @@ import dataclasses
 import math
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tir_envs.rollout.policy import SamplingParams
+
+from benchmarks.jobs import Job, JobPolicy, OnSample
+
+if TYPE_CHECKING:
+    from benchmarks.config import RunConfig
+    from benchmarks.suites import Suite
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -50,16 +58,19 @@ def connect(address: str | None) -> Any:
 
 
 class EpisodeWorker:
-    """One worker's envs and policy; ``run`` plays one sample and returns its trajectory as a
-    dict (made a Ray actor by ``run_on_ray``)."""
+    """One worker's envs and policy; ``run`` plays one ``Job`` and returns its trajectory as a
+    dict (made a Ray actor by ``RayEpisodes``)."""
 
     def __init__(self, suite_name: str, config: Mapping[str, Any], env_kwargs: dict[str, Any],
-                 policy: dict[str, Any], sampling: SamplingParams, limit: int | None):
+                 policy: Mapping[str, Any], sampling: SamplingParams, limit: int | None):
         from tir_envs.rollout.runner import EpisodeRunner
 
-        from benchmarks.harness import resolve_policy
+        from tir_envs.registry import import_modules
+
+        from benchmarks.policies import resolve_policy
         from benchmarks.suites import register, suite_of_run
 
+        import_modules(config.get("imports", ()), "imports=")  # the user's env ids, here too
         self.suite = suite_of_run(suite_name, config)
         if suite_name.startswith("custom:"):
             register(self.suite)  # item-scripted policies look their suite up by name
@@ -70,69 +81,81 @@ class EpisodeWorker:
         kwargs = dict(env_kwargs)
         if tok is not None:
             kwargs.setdefault("tokenizer", tok)
-        items = self.suite.items(limit)
-        kwargs["tasks"] = [task for _, task in items]
-        self.parts = {part.name: part for part in self.suite.parts}
+        kwargs["tasks"] = [task for _, task in self.suite.items(limit)]
         self.sampling = sampling
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # in each trajectory's metadata
         self.runner = EpisodeRunner(self.suite.env_id, env_kwargs=kwargs,
                                     episode_timeout_s=config.get("episode_timeout_s"))
 
-    async def run(self, job: dict[str, Any]) -> dict[str, Any]:
-        from benchmarks.harness import Job, _JobPolicy
-
-        task = job["task"]
-        one = Job(self.suite.name, self.parts[job["part"]], job["item"], job["sample"],
-                  job["seed"], task)
+    async def run(self, job: Job) -> dict[str, Any]:
         traj = await self.runner.run(
-            _JobPolicy(self.policy, one), options={"task": task},
-            sampling=dataclasses.replace(self.sampling, seed=job["seed"]),
-            tags={"item": job["item"], "sample": job["sample"], "worker": self.name})
+            JobPolicy(self.policy, job), options={"task": job.task},
+            sampling=dataclasses.replace(self.sampling, seed=job.seed),
+            tags={"item": job.item, "sample": job.sample, "worker": self.name})
         return traj.to_dict()
 
 
-def run_on_ray(ray: Any, suite_name: str, config: Mapping[str, Any], env_kwargs: dict[str, Any],
-               policy: dict[str, Any], sampling: SamplingParams, limit: int | None,
-               jobs: Sequence[Any], concurrency: int,
-               on_trajectory: Callable[[Any], None]) -> None:
-    """Play ``jobs`` on one actor per cluster CPU, ``concurrency`` in flight over all of them,
-    handing each finished trajectory to ``on_trajectory`` on the driver as it arrives."""
-    from tir_envs.trajectory import EpisodeFailure, Trajectory
+@dataclass
+class RayEpisodes:
+    """The executor of a Ray run (``benchmarks.execution``): the connected ``ray`` module, the
+    run's ``run.json`` record and what every worker needs to rebuild the policy."""
 
-    workers_n = max(1, min(len(jobs), int(ray.cluster_resources().get("CPU", 1))))
-    per_worker = max(1, math.ceil(concurrency / workers_n))
-    actor = ray.remote(num_cpus=1)(EpisodeWorker)
-    env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("tokenizer", "tasks")}
-    workers = [actor.options(max_concurrency=per_worker).remote(
-        suite_name, dict(config), env_kwargs, policy, sampling, limit) for _ in range(workers_n)]
-    todo = list(jobs)[::-1]
-    in_flight: dict[Any, tuple[Any, int]] = {}
+    ray: Any
+    record: Mapping[str, Any]
+    limit: int | None
+    policy: Mapping[str, Any]
+    concurrency: int
 
-    def submit(w: int) -> None:
-        job = todo.pop()
-        payload = {"part": job.part.name, "item": job.item, "sample": job.sample,
-                   "seed": job.seed, "task": job.task}
-        in_flight[workers[w].run.remote(payload)] = (job, w)
+    @classmethod
+    def connect(cls, config: RunConfig, record: Mapping[str, Any]) -> "RayEpisodes":
+        """Connected to ``config.ray`` (``True``/``"local"``: a local instance)."""
+        policy = {"spec": config.policy, "tokenizer": config.tokenizer, "model": config.model,
+                  "api_key": config.api_key, "engine_args": dict(config.engine_args)}
+        return cls(connect(None if config.ray is True else config.ray), record, config.limit,
+                   policy, config.concurrency)
 
-    try:
-        for w in range(workers_n):
-            for _ in range(per_worker):
+    def __call__(self, suite: Suite, jobs: Sequence[Job], env_kwargs: dict[str, Any],
+                 sampling: SamplingParams, on_sample: OnSample) -> None:
+        """Play ``jobs`` on one actor per cluster CPU, ``concurrency`` in flight over all of
+        them, handing each finished job and trajectory to ``on_sample`` on the driver."""
+        from tir_envs.trajectory import EpisodeFailure, Trajectory
+
+        ray = self.ray
+        workers_n = max(1, min(len(jobs), int(ray.cluster_resources().get("CPU", 1))))
+        per_worker = max(1, math.ceil(self.concurrency / workers_n))
+        actor = ray.remote(num_cpus=1)(EpisodeWorker)
+        env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("tokenizer", "tasks")}
+        workers = [actor.options(max_concurrency=per_worker).remote(
+            suite.name, dict(self.record), env_kwargs, dict(self.policy), sampling, self.limit)
+            for _ in range(workers_n)]
+        todo = list(jobs)[::-1]
+        in_flight: dict[Any, tuple[Job, int]] = {}
+
+        def submit(w: int) -> None:
+            job = todo.pop()
+            in_flight[workers[w].run.remote(job)] = (job, w)
+
+        try:
+            for w in range(workers_n):
+                for _ in range(per_worker):
+                    if todo:
+                        submit(w)
+            while in_flight:
+                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                job, w = in_flight.pop(ready[0])
+                try:
+                    traj = Trajectory.from_dict(ray.get(ready[0]))
+                except Exception as exc:  # noqa: BLE001 - a worker lost: the sample is retried
+                    traj = Trajectory(task_id=job.task.id, infra_failed=True,
+                                      stop_reason="error",
+                                      failure=EpisodeFailure("infra",
+                                                             f"Ray worker: {exc}"[:2000]),
+                                      metadata={"item": job.item, "sample": job.sample})
+                on_sample(job, traj)
                 if todo:
                     submit(w)
-        while in_flight:
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
-            job, w = in_flight.pop(ready[0])
-            try:
-                traj = Trajectory.from_dict(ray.get(ready[0]))
-            except Exception as exc:  # noqa: BLE001 - a worker lost: the sample is retried
-                traj = Trajectory(task_id=job.task.id, infra_failed=True, stop_reason="error",
-                                  failure=EpisodeFailure("infra", f"Ray worker: {exc}"[:2000]),
-                                  metadata={"item": job.item, "sample": job.sample})
-            on_trajectory(traj)
-            if todo:
-                submit(w)
-    finally:
-        for ref in in_flight:
-            ray.cancel(ref, force=True)
-        for w in workers:
-            ray.kill(w)
+        finally:
+            for ref in in_flight:
+                ray.cancel(ref, force=True)
+            for w in workers:
+                ray.kill(w)

@@ -52,22 +52,27 @@ def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
         suites[name] = entry
     return {"config": {k_: v for k_, v in cfg.items() if k_ != "env_kwargs"} |
             {"env_kwargs": cfg.get("env_kwargs", {})},
-            "suites": suites, "autotir_table": autotir_table(suites),
+            "suites": suites,
+            "autotir_table": autotir_table(suites, cfg.get("ifeval_metric", "strict")),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 
-def autotir_table(suites: dict[str, Any]) -> dict[str, Any]:
+def autotir_table(suites: dict[str, Any], ifeval_metric: str = "strict") -> dict[str, Any]:
     """One column per benchmark (every part of every suite): accuracy, TS and TP (the layout of
     AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, TS over the
     pooled calls of all columns, and TP (a per-episode score, ``benchmarks.metrics``) over
     their pooled episodes: a mean of per-part figures would weigh a 30-item part like a
-    1319-item one."""
+    1319-item one.  ``ifeval_metric="soft"``: an IFEval column's accuracy is the share of
+    instructions met per response (AutoTIR's table), not the prompt-level strict verdict."""
     columns = {}
     for name, entry in suites.items():
         for part, s in entry["parts"].items():
             if s.get("items"):
                 tools = s["tools"]
-                columns[benchmark_label(name, part)] = {"acc": s["avg_at_k"], "ts": tools["ts"],
+                acc = s["avg_at_k"]
+                if ifeval_metric == "soft" and s.get("ifeval"):
+                    acc = s["ifeval"]["soft"]
+                columns[benchmark_label(name, part)] = {"acc": acc, "ts": tools["ts"],
                                                         "tp": tools["tp"],
                                                         "counts": tools["counts"]}
     if columns:
@@ -113,6 +118,7 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
              + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
+             *([f"Preset `{cfg['preset']}`: {_preset_line(cfg)}."] if cfg.get("preset") else []),
              f"Sampling: {cfg.get('sampling_note') or 'as given'}."
              + (f" Each seed is a replicate of the k samples with its own seeds; the tables "
                 f"give replicate 1 (the base seed) and the spread over all {seeds}."
@@ -310,6 +316,17 @@ def tool_calls_figure(store: RunStore, summary: dict[str, Any], cap: int = 5):
     ax.set_xlim(-0.3, cap + 0.5)
     _legend_outside(ax)
     return fig
+
+
+def _preset_line(cfg: dict[str, Any]) -> str:
+    """What a preset run is, in words, for the report."""
+    from benchmarks.presets import PRESETS
+
+    preset = PRESETS.get(cfg["preset"])
+    text = f"the evaluation table of {preset.paper}" if preset else "a preset"
+    if cfg.get("ifeval_metric") == "soft":
+        text += "; IFEval accuracy is soft accuracy (the share of instructions met)"
+    return text
 
 
 def benchmark_label(suite: str, part: str) -> str:

@@ -21,9 +21,7 @@ standalone prompt and executes no tool.
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -44,7 +42,8 @@ class Part:
     order; ``count`` and ``sha256``: what the file must hold.  ``scoring`` and ``meta`` (the
     AutoTIR ``domain``/``tool`` a task carries when the env does not set them) describe it;
     ``breakdowns``: task fields the report breaks its accuracy down by (MATH-500's level and
-    subject).
+    subject).  ``license``: the data's license (``SOURCES.md`` beside the file), shown by
+    ``tir-envs bench list``.
     """
 
     name: str
@@ -55,11 +54,14 @@ class Part:
     scoring: str
     meta: Mapping[str, Any] = field(default_factory=dict)
     breakdowns: tuple[str, ...] = ()  # task fields the report always breaks results down by
+    license: str = ""
 
     def path(self) -> Path:
         """The file: inside the package, or an absolute path (a custom suite's)."""
         if Path(self.file).is_absolute():
             return Path(self.file)
+        from importlib import resources  # here: `bench list` runs without it
+
         return Path(str(resources.files("tir_envs").joinpath(self.file)))
 
     def tasks(self) -> list[Task]:
@@ -131,6 +133,8 @@ def _with_meta(task: Task, meta: Mapping[str, Any]) -> Task:
 
 @functools.lru_cache(maxsize=64)
 def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -146,12 +150,22 @@ def file_sha256(path: Path) -> str:
 
 # ------------------------------------------------------------------------------ parts
 def _math(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
+    from tir_envs.data.math import MATH_DATASETS
+
     def load() -> list[Task]:
         from tir_envs.data.math import load_math_tasks
         return load_math_tasks(dataset)
     return Part(name, f"data/math/{file}", count, sha, load, "math",
                 {"domain": "math", "tool": "python"},
-                ("level", "subject") if dataset == "math500" else ())
+                ("level", "subject") if dataset == "math500" else (),
+                MATH_DATASETS[dataset].license)
+
+
+_QA_LICENSES = {"hotpotqa": "CC BY-SA 4.0 (HotpotQA); BSD-3-Clause (RPT)",
+                "2wiki": "Apache-2.0 (2WikiMultihopQA); MIT (R1-Searcher)",
+                "musique": "CC BY 4.0 (MuSiQue); MIT (R1-Searcher)",
+                "bamboogle": "as published with self-ask (Press et al.); MIT (R1-Searcher)",
+                "nq": "CC BY-SA 3.0 (Natural Questions)"}
 
 
 def _qa(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
@@ -159,7 +173,7 @@ def _qa(name: str, dataset: str, file: str, count: int, sha: str) -> Part:
         from tir_envs.data.qa import load_qa
         return load_qa(dataset)
     return Part(name, f"data/qa/{file}", count, sha, load, "qa",
-                {"domain": "knowledge", "tool": "search"})
+                {"domain": "knowledge", "tool": "search"}, license=_QA_LICENSES[name])
 
 
 def _spider() -> list[Task]:
@@ -176,6 +190,17 @@ PARTS: dict[str, Part] = {p.name: p for p in [
           "35dc41080a3680858b27fa7e0533d2d547825316fc5dafe5d316f4ccc5a06132"),
     _math("gsm8k", "gsm8k", "gsm8k.jsonl", 1319,
           "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"),
+    # the seed papers' other math benchmarks (issue 33); theoremqa: its 747 text-only questions
+    _math("amc23", "amc23", "amc23.jsonl", 40,
+          "43707e1ca784602d8479de24ee8ce36609dbebc46dd152b0b12a46611aa898a4"),
+    _math("minerva_math", "minerva_math", "minerva_math.jsonl", 272,
+          "8474d9ce5d72710e06d11188a26572217ded2e493b48b835598a459c5b7fa84c"),
+    _math("olympiadbench", "olympiadbench", "olympiadbench.jsonl", 675,
+          "0d2a15e1f081bb42cd163f1510600bbaaa4fe6580a01c63527311cf2d336faf9"),
+    _math("hmmt_feb2025", "hmmt_feb2025", "hmmt_feb2025.jsonl", 30,
+          "86825dc3a44cf9fd5fd62c5d6a4ab4afeb8feba1ae47ded20eea5663ec733524"),
+    _math("theoremqa", "theoremqa", "theoremqa.jsonl", 747,
+          "0c4f5d11e72bfbfc7f6649cabbbde66e04e82c88fd7fce4cd09bba68aec6b2f8"),
     # HotpotQA: the dev-distractor subset whose paragraphs make the shipped retrieval index,
     # so every gold supporting paragraph can be found.
     _qa("hotpotqa", "hotpotqa_distractor", "hotpotqa_dev_distractor_1100.jsonl.gz", 1100,
@@ -189,10 +214,12 @@ PARTS: dict[str, Part] = {p.name: p for p in [
     _qa("nq", "nq", "nq_open_test_3610.jsonl.gz", 3610,
         "70d8a86519bb3dcebc5b5574a96d2daaf3099c5e760cfbca39f5bc3b2e7b0c24"),
     Part("spider", "data/spider/questions.jsonl", 972,
-         "f8f1ba1cf48add827d53b24e524c20ef3295e17bb992d953d22932ab86d397ab", _spider, "sql"),
+         "f8f1ba1cf48add827d53b24e524c20ef3295e17bb992d953d22932ab86d397ab", _spider, "sql",
+         license="CC BY-SA 4.0 (Spider)"),
 ]}
 
-MATH_SUITES = ("aime24", "aime25", "math500", "gsm8k")
+MATH_SUITES = ("aime24", "aime25", "math500", "gsm8k", "amc23", "minerva_math", "olympiadbench",
+               "hmmt_feb2025", "theoremqa")
 QA_SUITES = ("hotpotqa", "2wiki", "musique", "bamboogle", "nq")
 
 
@@ -215,19 +242,22 @@ SUITES["spider"] = _suite("spider", "tir/SQL-v0", ["spider"],
 
 
 # ------------------------------------------------------------------------------ AutoTIR
-def _autotir(name: str, file: str, count: int, sha: str, scoring: str) -> Part:
+def _autotir(name: str, file: str, count: int, sha: str, scoring: str,
+             license: str = "") -> Part:
     """An evaluation set of ``tir/AutoTIR-v0``, loaded with its domain and ground-truth tool."""
     def load() -> list[Task]:
         from tir_envs.data.autotir import load_autotir_tasks
         return load_autotir_tasks(name)
     return Part(name, file, count, sha, load, scoring,
-                breakdowns=("level", "subject") if name == "math500" else ())
+                breakdowns=("level", "subject") if name == "math500" else (),
+                license=license or (PARTS[name].license if name in PARTS else ""))
 
 
 #: AutoTIR's ten-benchmark table (the R1-Searcher QA samples the paper evaluates on)
 AUTOTIR_PARTS: dict[str, Part] = {p.name: p for p in [
     _autotir("hotpotqa", "data/qa/hotpotqa_dev_500.jsonl.gz", 500,
-             "f3749d9fe252fd738ffe9564c5032a421d49ce073b7fe4d607d1e9e66759f99d", "qa"),
+             "f3749d9fe252fd738ffe9564c5032a421d49ce073b7fe4d607d1e9e66759f99d", "qa",
+             "CC BY-SA 4.0 (HotpotQA); MIT (R1-Searcher)"),
     _autotir("2wiki", PARTS["2wiki"].file, 500, PARTS["2wiki"].sha256, "qa"),
     _autotir("musique", PARTS["musique"].file, 500, PARTS["musique"].sha256, "qa"),
     _autotir("bamboogle", PARTS["bamboogle"].file, 125, PARTS["bamboogle"].sha256, "qa"),
@@ -236,9 +266,11 @@ AUTOTIR_PARTS: dict[str, Part] = {p.name: p for p in [
     _autotir("math500", PARTS["math500"].file, 500, PARTS["math500"].sha256, "math"),
     _autotir("gsm8k", PARTS["gsm8k"].file, 1319, PARTS["gsm8k"].sha256, "math"),
     _autotir("logiqa", "data/logiqa/logiqa_en_test.txt", 651,
-             "359acb78c37802208f7fde9e2f6574b8526527c63d6a336f90a53f1932cb4701", "choice"),
+             "359acb78c37802208f7fde9e2f6574b8526527c63d6a336f90a53f1932cb4701", "choice",
+             "none stated (LogiQA, Liu et al. 2020); shipped for evaluation only"),
     _autotir("ifeval", "data/ifeval/ifeval_input_data.jsonl", 541,
-             "67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49", "ifeval"),
+             "67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49", "ifeval",
+             "Apache-2.0 (IFEval)"),
 ]}
 
 SUITES["ifeval"] = Suite("ifeval", "tir/AutoTIR-v0", (AUTOTIR_PARTS["ifeval"],), {}, (),
@@ -266,7 +298,7 @@ SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.value
 CUSTOM = "custom:"
 #: how answers are scored in a custom suite, by env (``scoring=`` overrides)
 _ENV_SCORING = {"tir/MathCode-v0": "math", "tir/Search-v0": "qa", "tir/SQL-v0": "sql",
-                "tir/AutoTIR-v0": "math"}
+                "tir/AutoTIR-v0": "math", "tir/ToolUse-v0": "qa"}
 #: the env arguments the shipped suites of each env run with
 _ENV_KWARGS = {"tir/MathCode-v0": {"protocol": "torl", "extraction": "fallback"}}
 

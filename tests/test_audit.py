@@ -284,3 +284,70 @@ def test_the_add_a_probe_example_of_the_docs_runs():
         assert report.verdicts()["copy.search_then_answer_with_documents"] == "N/A"
     finally:
         PROBES[:] = before
+
+
+# ------------------------------------- issue 29: rewards that trust tool text, and new hedges
+def _observations(env) -> list[str]:
+    return [env.codec.decode(env.trajectory.token_ids[a:b])
+            for a, b in (t.observation_span for t in env.trajectory.turns) if b > a]
+
+
+class SandboxTextMathEnv(MathCodeEnv):
+    """A weakened status: the episode is marked infra-failed when the tool's text says the
+    sandbox failed (a status read from what the model's code printed)."""
+
+    def turn_reward(self, turn, results):
+        if any("sandbox" in r.text.lower() and ("fail" in r.text.lower() or
+                                                "unavailable" in r.text.lower())
+               for r in results):
+            self.trajectory.infra_failed = True
+        return super().turn_reward(turn, results)
+
+
+class PassedMathEnv(MathCodeEnv):
+    """A weakened reward: it pays when a tool printed "passed" (a verdict read from tool
+    output, as a unit-test reward that greps the runner's log would)."""
+
+    def outcome(self, task, trajectory, actions):
+        if any("passed" in o.lower() for o in _observations(self)):
+            return RewardResult(1.0, {"correct": 1.0}, correct=True, answered=True)
+        return super().outcome(task, trajectory, actions)
+
+
+def test_the_status_probes_flag_rewards_that_trust_tool_text(grader):
+    status = [p for p in PROBES if p.family == "status"]
+    assert {p.name for p in status} == {"status.statuses", "status.verdicts"}
+    masked = audit(lambda: SandboxTextMathEnv(tool_timeout_s=2.0, grader=grader), tasks=1,
+                   probes=status)
+    assert masked.verdicts()["status.statuses"] == MASKS and not masked.ok
+    paid = audit(lambda: PassedMathEnv(tool_timeout_s=2.0, grader=grader), tasks=1,
+                 probes=status)
+    assert paid.verdicts()["status.verdicts"] == PAYS and not paid.ok
+    honest = audit(lambda: MathCodeEnv(tool_timeout_s=2.0, grader=grader), tasks=1,
+                   probes=status)
+    assert honest.verdicts() == {"status.statuses": "HELD", "status.verdicts": "HELD"}
+
+
+class LastSideMathEnv(MathCodeEnv):
+    """A weakened grader: the deny-list of issue 21 only (a disjunction by \\lor or "or"),
+    then the last side of whatever is left, as Math-Verify reads an unknown relation."""
+
+    def outcome(self, task, trajectory, actions):
+        answer = self.answer()
+        if answer is None or re.search(r"\\lor|\bor\b", str(answer)):
+            return super().outcome(task, trajectory, actions)
+        last = re.split(r"\\(?:cancel|tag)\{[^{}]*\}|\\to\b|或|｜", str(answer))[-1].strip()
+        correct = last == str(task.answer).strip()
+        return RewardResult(1.0 if correct else -1.0, {"correct": float(correct)},
+                            correct=correct, answered=True, answer=str(answer))
+
+
+def test_the_new_hedge_probes_flag_a_last_side_grader(grader):
+    new = [p for p in PROBES if p.name in {"hedge.to", "hedge.cancel", "hedge.cjk_or",
+                                           "hedge.fullwidth_bar", "hedge.tag"}]
+    assert len(new) == 5
+    report = audit(lambda: LastSideMathEnv(tool_timeout_s=2.0, grader=grader), tasks=1,
+                   probes=new)
+    assert set(report.verdicts().values()) == {PAYS}
+    held = audit(lambda: MathCodeEnv(tool_timeout_s=2.0, grader=grader), tasks=1, probes=new)
+    assert set(held.verdicts().values()) == {"HELD"}

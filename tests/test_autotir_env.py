@@ -130,8 +130,38 @@ def test_search_then_code_on_math_is_a_wrong_tool(make, qwen_tok):
                                                "invocations": 2}
 
 
+def test_output_reward_is_eq5_max_floor_when_boxed_else_zero(make, qwen_tok):
+    """AutoTIR eq. 5: r_out = max(0.1, f_eva) for a correctly formatted (boxed) output, else 0."""
+    env = make(MATH)
+    _, traj = run(env, qwen_tok, [CODE, "<answer>\\boxed{121932631112635268}</answer>"])
+    assert traj.reward == pytest.approx(0.19) and traj.correct is False  # 0.1*1 + 0.9*0.1
+    assert traj.reward_components["f_eva"] == 0.0 and traj.reward_components["r_out"] == 0.1
+    env = make(KNOWLEDGE)
+    _, traj = run(env, qwen_tok, [SEARCH, "<answer>Paris</answer>"])
+    assert traj.reward == pytest.approx(0.1) and traj.correct  # right, but not boxed: r_out 0
+    assert traj.reward_components["formatted"] == 0.0
+    # a box outside the last <answer> block does not format it
+    _, traj = run(env, qwen_tok, [SEARCH, "\\boxed{Paris} <answer>Paris</answer>"])
+    assert traj.reward == pytest.approx(0.1)
+
+
+def test_output_reward_plain_keeps_the_score_as_it_is(make, qwen_tok):
+    env = make(MATH, output_reward="plain")
+    _, traj = run(env, qwen_tok, [CODE, "<answer>\\boxed{121932631112635268}</answer>"])
+    assert traj.reward == pytest.approx(0.1)
+    env = make(KNOWLEDGE, output_reward="plain")
+    _, traj = run(env, qwen_tok, [SEARCH, "<answer>Paris</answer>"])
+    assert traj.reward == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="output_reward"):
+        make(KNOWLEDGE, output_reward="eq5")
+
+
 def test_instruction_task_answered_directly(make, qwen_tok):
     env = make(INSTRUCTION)
+    _, traj = run(env, qwen_tok, ["<think>No commas.</think>\nSoft rain on the roof\n"
+                                  "grey clouds hum a quiet song\npuddles hold the sky"])
+    assert traj.reward == pytest.approx(0.1) and traj.correct  # eq. 5: no box, r_out = 0
+    env = make(INSTRUCTION, output_reward="plain")
     _, traj = run(env, qwen_tok, ["<think>No commas.</think>\nSoft rain on the roof\n"
                                   "grey clouds hum a quiet song\npuddles hold the sky"])
     assert traj.reward == pytest.approx(1.0) and traj.correct
@@ -149,7 +179,7 @@ def test_instruction_answer_in_the_answer_box(make, qwen_tok):
 
 
 def test_instruction_task_may_use_a_tool_freely(make, qwen_tok):
-    env = make(INSTRUCTION)
+    env = make(INSTRUCTION, output_reward="plain")
     _, traj = run(env, qwen_tok, [SEARCH, "Rain on tin roofs\nsilver threads stitch the dark "
                                           "sky\nmorning smells of earth"])
     assert traj.reward == pytest.approx(1.0)
@@ -160,7 +190,7 @@ def test_multiple_choice(make, qwen_tok):
     _, traj = run(env, qwen_tok, ["<think>7 is prime.</think> \\boxed{C}"])
     assert traj.reward == pytest.approx(1.0) and traj.answer == "C"
     _, traj = run(env, qwen_tok, ["\\boxed{B} or \\boxed{C}"])  # hedging chooses nothing
-    assert traj.reward == pytest.approx(0.1) and not traj.answered
+    assert traj.reward == pytest.approx(0.1) and not traj.answered  # no answer: no floor
 
 
 def test_budget_exhaustion_ends_truncated_with_no_outcome(make, qwen_tok):
@@ -233,3 +263,26 @@ def test_check_env_and_the_rollout_engine(qwen_tok, retriever, grader):
 
 def test_registered():
     assert "tir/AutoTIR-v0" in tir_envs.ENV_SPECS
+
+
+@pytest.mark.parametrize("response", [
+    # a compliant box (no comma) beside text that breaks the instruction
+    "Rain falls, softly, on the roof. <answer>\\boxed{Soft rain on the roof}</answer>",
+    "<answer>Rain, rain, rain \\boxed{Soft rain on the roof}</answer>",
+    "Also: one, two, three.\n\\boxed{Soft rain on the roof}",
+    "Rain, falls \\boxed{Soft rain}",
+])
+def test_instructions_are_checked_on_the_whole_visible_response(make, qwen_tok, response):
+    """Issue 29: IFEval instructions hold on everything the reader sees, never only on a box."""
+    env = make(INSTRUCTION)
+    _, traj = run(env, qwen_tok, [response])
+    assert traj.correct is False and traj.reward_components["f_eva"] == 0.0
+    assert "," in traj.answer
+
+
+def test_the_visible_response_unwraps_markup_in_place():
+    from tir_envs.rewards.autotir import visible_response
+
+    assert visible_response(["<think>a, b</think>x <answer>\\boxed{y \\boxed{z}} w</answer>"]) \
+        == "x y z w"
+    assert visible_response(["\\boxed{open"]) == "open"

@@ -145,3 +145,13 @@ def test_the_same_task_file_in_two_folders_pairs_in_compare(tmp_path, capsys):
     row = next(ln for ln in table.splitlines() if ln.startswith("| custom:mine.jsonl@"))
     assert "| 3 | 100.0 | 0.0 | -100.0 |" in row
     assert "Scored only by" not in table
+
+
+def test_bench_list_shows_each_suites_license(capsys):
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for suite, license in [("amc23", "MIT"), ("minerva_math", "CC BY-NC-SA 4.0"),
+                           ("olympiadbench", "OpenBMB"), ("hmmt_feb2025", "HMMT"),
+                           ("theoremqa", "TIGER-AI-Lab"), ("spider", "CC BY-SA 4.0")]:
+        at = next(i for i, line in enumerate(out) if line.startswith(f"{suite} "))
+        assert "license:" in out[at + 1] and license in out[at + 1], (suite, out[at + 1])

@@ -15,6 +15,7 @@ from tests.core_helpers import AnswerEnv, EchoTool
 from tir_envs.env import FINAL, TIREnv
 from tir_envs.formats import get_format
 from tir_envs.protocols.base import Protocol
+from tir_envs.tools.python.sandbox.interpreter import parse_source
 
 CALL = "<python>print(1)</python>"
 
@@ -59,7 +60,7 @@ def _self_attributes(func: ast.FunctionDef) -> set[str]:
 
 
 def test_no_attribute_of_tirenv_is_first_set_outside_init(qwen_tok):
-    tree = ast.parse(inspect.getsource(TIREnv))
+    tree = parse_source(inspect.getsource(TIREnv))
     cls = tree.body[0]
     methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef,
                                                              ast.AsyncFunctionDef))}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tir_envs.tools.python.sandbox.interpreter import parse_source
+
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("tir_envs", "benchmarks", "trainers", "docs", "tests")
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -33,7 +35,7 @@ _ALL_NAMES = {p.name for p in ROOT.rglob("*.py")
 def prose_of(path: Path) -> str:
     """A source file's docstrings and comments (what a reader takes as documentation)."""
     text = path.read_text()
-    docs = [ast.get_docstring(node) for node in ast.walk(ast.parse(text))
+    docs = [ast.get_docstring(node) for node in ast.walk(parse_source(text))
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
     comments = [tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline)
                 if tok.type == tokenize.COMMENT]

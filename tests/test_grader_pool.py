@@ -40,7 +40,9 @@ def test_pathological_input_times_out_and_pool_recovers(pool):
 
 def test_huge_matrix_power_neither_hangs_nor_crashes(pool):
     # Unbounded, SymPy would raise this matrix to the 10^9 with exact integers (hours, gigabytes).
-    grade = pool.grade("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}^{1000000000}", "1", timeout_s=2)
+    # A matrix gold: against "1" a matrix is refused before any worker (rewards.math.allowed).
+    gold = "\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}"
+    grade = pool.grade("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}^{1000000000}", gold, timeout_s=2)
     assert not grade.correct and grade.status in (TIMEOUT, ERROR, OK)
     assert pool.grade("\\begin{pmatrix}1\\\\2\\end{pmatrix}",
                       "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}").correct

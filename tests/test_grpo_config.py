@@ -42,6 +42,9 @@ def test_recipes_carry_their_papers_settings():
     zero = load("zerotir_math")
     assert zero.algorithm.accuracy_band == "zerotir" and zero.algorithm.mask_void
     assert zero.env.kwargs["max_tool_calls"] == 20
+    # ZeroTIR's recipe (issue 33): 16 samples, one update per iteration, a KL term, one-shot
+    assert zero.rollout.samples_per_task == 16 and zero.algorithm.mini_batch_size is None
+    assert zero.algorithm.kl_coef > 0 and zero.env.kwargs["stateful"] is False
     search = load("search_r1", "env.kwargs.retriever=/index")
     assert search.algorithm.kl_coef == 0.001 and search.rollout.samples_per_task == 5
     assert search.env.kwargs["metric"] == "em"
@@ -56,15 +59,42 @@ def test_recipes_carry_their_papers_settings():
     assert (rite.algorithm.advantage, rite.algorithm.aggregation) == ("dr_grpo", "token_sum_norm")
     assert rite.rollout.samples_per_task == 16 and rite.algorithm.accuracy_band == "rite"
     assert rite.algorithm.pass_rate == "running" and rite.algorithm.token_weights["alpha"] == 0.8
-    assert rite.env.kwargs["protocol"] == "rite" and rite.env.kwargs["wrong_reward"] == -1.0
+    assert rite.env.kwargs["protocol"] == "rite"
+    assert "wrong_reward" not in rite.env.kwargs  # eq. 8's ±1 is the env's own default
     assert list(rite.rollout.context_schedule.values()) == [16384, 24576]
     verl = load("verltool_math")
-    assert verl.env.kwargs["tool_penalty"] == -0.25 and verl.env.kwargs["wrong_reward"] == -1.0
+    assert verl.env.kwargs["tool_penalties"] == {"no_tool": 0.25, "invalid_action": 0.25}
+    assert "tool_penalty" not in verl.env.kwargs and verl.env.kwargs["wrong_reward"] == -1.0
+    assert verl.algorithm.aggregation == "seq_mean"  # eq. 5: per-trajectory mean
     assert (verl.rollout.samples_per_task, verl.rollout.tasks_per_step) == (16, 128)
     # void masking is ZeroTIR's rule alone: the other papers train on (and punish) such episodes
     assert {name for name in RECIPES if load(name, "env.kwargs.retriever=/i",
                                              "data.loader_kwargs.db_dir=/d").algorithm.mask_void
             } == {"zerotir_math"}
+
+
+def test_every_recipe_serves_the_envs_whole_budget():
+    """vLLM's max_model_len holds the env's budget (prompt + episode), so the engine never stops
+    an episode the env has not ended (issue 33: ZeroTIR's 8192 < 9216)."""
+    for name in RECIPES:
+        c = GRPOConfig.load(CONFIG_DIR / f"{name}.yaml",
+                            ["model.path=/m", "data.path=/d.jsonl", "env.kwargs.retriever=/i",
+                             "data.loader_kwargs.db_dir=/d"])
+        budget = c.env.kwargs.get("max_total_tokens") or \
+            _default_budget(c.env.id, c.env.kwargs.get("protocol"))
+        schedule = c.rollout.context_schedule or {0: budget}
+        assert c.rollout.vllm["max_model_len"] >= max(schedule.values()), name
+
+
+def _default_budget(env_id: str, protocol: str | None) -> int:
+    from tir_envs.protocols import math_protocol
+    from tir_envs.protocols.autotir import AutoTIRProtocol
+    from tir_envs.protocols.search_r1 import SearchR1Protocol
+    from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol
+    if env_id == "tir/MathCode-v0":
+        return math_protocol(protocol or "torl").budgets.max_total_tokens
+    return {"tir/AutoTIR-v0": AutoTIRProtocol, "tir/Search-v0": SearchR1Protocol,
+            "tir/SQL-v0": SkyRLSQLProtocol}[env_id].budgets.max_total_tokens
 
 
 def test_overrides_are_typed_and_unknown_keys_are_named():

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tir_envs.tools.python.sandbox.interpreter import parse_source
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tir_envs", "benchmarks", "trainers")
 
@@ -61,7 +63,7 @@ def imports_of(path: Path, text: str | None = None) -> set[str]:
     package = here if path.name == "__init__.py" else here[:-1]
     found = set()
     source = path.read_text() if text is None else text
-    for node in ast.walk(ast.parse(source, str(path))):
+    for node in ast.walk(parse_source(source, str(path))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -169,6 +171,59 @@ def test_no_two_parts_import_each_other_even_through_others():
     assert folder_loops(dict.fromkeys(source_files())) == []
 
 
+def _without_type_checking(path: Path, text: str | None) -> str:
+    """The source with its ``if TYPE_CHECKING:`` blocks emptied: imports for annotations only
+    never run, so they close no loop between modules (they still count between parts)."""
+    source = path.read_text() if text is None else text
+    tree = ast.parse(source, str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def module_graph(sources: dict[Path, str | None]) -> dict[str, dict[str, str]]:
+    """``{module: {project module it imports: the file-level import that shows it}}``, from
+    the imports that run (at import time or later, in a function; not ``TYPE_CHECKING``).
+
+    ``from package import submodule`` is an arrow to the submodule only: Python has run the
+    package's ``__init__`` before any of its modules, whoever imports them, so counting it
+    would make every package that re-exports its modules a loop of its own."""
+    modules = {module_name(path) for path in source_files()} | {module_name(p) for p in sources}
+    graph: dict[str, dict[str, str]] = {}
+    for path, text in sources.items():
+        src = module_name(path)
+        targets = {t for t in imports_of(path, _without_type_checking(path, text))
+                   if t in modules and t != src}
+        for target in sorted(targets):
+            if not any(other.startswith(target + ".") for other in targets):
+                graph.setdefault(src, {})[target] = f"{path.relative_to(ROOT)} imports {target}"
+    return graph
+
+
+def module_loops(sources: dict[Path, str | None]) -> list[str]:
+    graph = module_graph(sources)
+    return ["; ".join(graph[a][b] for a in group for b in group if b in graph.get(a, {}))
+            for group in cycles(graph)]
+
+
+def test_no_two_modules_import_each_other():
+    """Not even lazily: ``harness`` and ``ray_episodes`` once imported each other inside
+    functions; the shared pieces now sit in a module both import."""
+    assert module_loops(dict.fromkeys(source_files())) == []
+
+
+def test_the_module_loop_checker_sees_lazy_imports_and_not_package_parents():
+    harness, ray = ROOT / "benchmarks/harness.py", ROOT / "benchmarks/ray_episodes.py"
+    lazy = {harness: "def f():\n    from benchmarks.ray_episodes import connect\n",
+            ray: "def g():\n    from benchmarks.harness import run\n"}
+    assert module_loops(lazy) == ["benchmarks/harness.py imports benchmarks.ray_episodes; "
+                                  "benchmarks/ray_episodes.py imports benchmarks.harness"]
+    parent = {ROOT / "benchmarks/__init__.py": "from benchmarks.scoring import x\n",
+              ROOT / "benchmarks/scoring.py": "from benchmarks import metrics\n"}
+    assert module_loops(parent) == []
+
+
 def test_the_loop_checker_finds_long_loops():
     sources = {ROOT / "tir_envs/data/a.py": "from tir_envs.rewards import x\n",
                ROOT / "tir_envs/rewards/b.py": "from tir_envs.tools import y\n",
@@ -201,7 +256,7 @@ def test_library_loads_no_top_level_package_by_name():
     never ``importlib.import_module("benchmarks.cli")`` or an entry-point string."""
     named = [f"{path.relative_to(ROOT)}: {node.value!r}"
              for path in source_files() if module_name(path).startswith("tir_envs")
-             for node in ast.walk(ast.parse(path.read_text()))
+             for node in ast.walk(parse_source(path.read_text()))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and _MODULE_STRING.match(node.value)]
     assert named == []

@@ -41,3 +41,29 @@ def test_license_is_an_spdx_expression_with_its_file():
     assert PROJECT["license"] == "Apache-2.0"
     for name in PROJECT["license-files"]:
         assert "Apache License" in (ROOT / name).read_text()[:200]
+
+
+def test_the_perf_scripts_are_not_shipped():
+    """``benchmarks/perf/`` measures a checkout (``make perf`` runs its scripts by path); the
+    installed distribution ships ``benchmarks`` without it."""
+    from setuptools import find_packages
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]
+    shipped = find_packages(str(ROOT), include=found["include"], exclude=found["exclude"])
+    assert "benchmarks" in shipped and "tir_envs" in shipped
+    assert not [name for name in shipped if name.startswith("benchmarks.perf")]
+
+
+def test_a_foreign_benchmarks_package_is_named_not_obeyed(tmp_path):
+    """``benchmarks`` is a generic top-level name: another distribution's package earlier on
+    ``sys.path`` must not silently become ``tir-envs bench``."""
+    foreign = tmp_path / "benchmarks"
+    foreign.mkdir()
+    (foreign / "__init__.py").write_text("")
+    (foreign / "cli.py").write_text("def add_parser(subparsers):\n    pass\n")
+    code = f"import sys; sys.path[:0] = [{str(tmp_path)!r}, {str(ROOT)!r}]\nimport tir_envs.cli"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 1
+    assert "another installed package named 'benchmarks' shadows it" in out.stderr

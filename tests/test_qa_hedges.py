@@ -125,7 +125,8 @@ def test_qa_reward_end_to_end(metric, action, value):
     ("<answer>Paris/London</answer>", 0.0), ("<answer>\\text{Paris, London}</answer>", 0.0),
 ])
 def test_autotir_knowledge_domain_hedges_score_like_a_wrong_answer(action, value):
-    """AutoTIR's knowledge outcome is F1, the score hedges exploited."""
+    """AutoTIR's knowledge outcome is F1, the score hedges exploited (read as scored: eq. 5's
+    format gate would give these unboxed answers 0 whatever their F1)."""
     task = Task("q", "Capital of France?", ["Paris"], {"domain": "knowledge"})
-    result = AutoTIRReward()(task, Trajectory(), [action])
+    result = AutoTIRReward(output_reward="plain")(task, Trajectory(), [action])
     assert result.components["r_out"] == pytest.approx(value / 0.9)

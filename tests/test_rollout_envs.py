@@ -74,14 +74,45 @@ def _autotir_case(qwen_tok):
                   {"id": "add", "question": "What is 2 + 2?", "answer": "4", "meta": python}],
         "script": ["<think>Too big by hand.</think>\n<code>print(123456789 * 987654321)</code>",
                    f"<answer> The final answer is \\boxed{{{product}}} </answer>"],
-        # 0.1 * r_act (the right tool) + 0.9 * r_out (the answer)
-        "rewards": [1.0, 1.0, 0.1, 0.1],
+        # 0.1 * r_act (the right tool) + 0.9 * r_out (eq. 5: a boxed wrong answer earns 0.1)
+        "rewards": [1.0, 1.0, 0.19, 0.19],
         "observation": product,
     }
 
 
+def _tool_use_case(qwen_tok):
+    def capital(country: str) -> str:
+        """The capital city of a country."""
+        return {"France": "Paris", "Japan": "Tokyo"}[country]
+
+    return {
+        "env_kwargs": {"tokenizer": qwen_tok, "tools": [capital]},
+        "tasks": [{"id": "fr", "question": "What is the capital of France?", "answer": "Paris"},
+                  {"id": "jp", "question": "What is the capital of Japan?", "answer": "Tokyo"}],
+        "script": ['<tool_call>{"name": "capital", "arguments": {"country": "France"}}'
+                   '</tool_call>', "It is <answer>Paris</answer>"],
+        "rewards": [1.0, 1.0, 0.0, 0.0],
+        "observation": "Paris",
+    }
+
+
+def _openenv_case(qwen_tok):
+    pytest.importorskip("openenv")
+    from tests.openenv_helpers import guess_app
+
+    return {  # a native OpenEnv env, served in-process; its reward and done become ours
+        "env_kwargs": {"tokenizer": qwen_tok, "app": guess_app()},
+        "tasks": [{"id": "a", "question": "Find the number."},
+                  {"id": "b", "question": "Find it again."}],
+        "script": ['<tool_call>{"name": "step", "arguments": {"guess": 7}}</tool_call>'],
+        "rewards": [1.0, 1.0, 1.0, 1.0],  # the remote env's reward; its done ends the episode
+        "observation": "Right!",
+    }
+
+
 CASES = {"tir/Search-v0": _search_case, "tir/SQL-v0": _sql_case, "tir/MathCode-v0": _math_case,
-         "tir/AutoTIR-v0": _autotir_case}
+         "tir/AutoTIR-v0": _autotir_case, "tir/ToolUse-v0": _tool_use_case,
+         "tir/OpenEnv-v0": _openenv_case}
 
 
 def test_every_registered_env_has_a_case():

@@ -13,8 +13,8 @@ import pytest
 from tests.sql_helpers import (ATTACK_FILES, CACHE, ENGINES, UNSAFE_DUCKDB, UNSAFE_SQLITE,
                                folder_listing, make_sqlite, sha256, spider_db)
 from tir_envs.rewards.sql import (GoldQueryError, SQLReward, execution_match, extract_solution,
-                                  gold_result, match, normalize_value)
-from tir_envs.rewards.sql_compare import column_mappings, multiset_equal
+                                  gold_result, match)
+from tir_envs.rewards.sql_compare import column_mappings, multiset_equal, normalize_value
 from tir_envs.rewards.sql_ordering import with_sort_keys
 from tir_envs.task import Task
 from tir_envs.tools.sql.database import open_database
@@ -110,7 +110,11 @@ PERTURBATIONS = [
     ("terminator and comment", "SELECT name FROM t WHERE grp = 'a'",
      "SELECT name FROM t WHERE grp = 'a'; -- done", True),
     # empty results: a match only with the same width
-    ("both empty", "SELECT name FROM t WHERE id > 100", "SELECT name FROM t WHERE 1 = 0", True),
+    # (issue 29: an empty gold is also checked on populated copies, tests/test_sql_witness.py)
+    ("both empty, question not read", "SELECT name FROM t WHERE id > 100",
+     "SELECT name FROM t WHERE 1 = 0", False),
+    ("both empty, same filter", "SELECT name FROM t WHERE id > 100",
+     "SELECT name FROM t WHERE 100 < id", True),
     ("both empty, other width", "SELECT name FROM t WHERE id > 100",
      "SELECT name, grp FROM t WHERE 1 = 0", False),
     ("gold empty, prediction not", "SELECT name FROM t WHERE id > 100",

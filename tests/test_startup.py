@@ -52,7 +52,8 @@ def test_the_command_line_starts_without_heavy_imports(code):
 ])
 def test_the_ids_are_registered_in_any_import_order(code):
     assert _run(f"{code}\nprint(sorted(i for i in gym.registry if i.startswith('tir/')))") == \
-        str(["tir/AutoTIR-v0", "tir/MathCode-v0", "tir/SQL-v0", "tir/Search-v0"])
+        str(["tir/AutoTIR-v0", "tir/MathCode-v0", "tir/OpenEnv-v0", "tir/SQL-v0",
+             "tir/Search-v0", "tir/ToolUse-v0"])
 
 
 def test_the_package_names_work_when_used():

@@ -88,3 +88,25 @@ def test_audit_runs_a_user_env_with_import(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((folder / "audit/audit.json").read_text())
     assert report["env"] == ENV_ID and report["probes"]
+
+
+def test_the_import_is_a_run_setting_recorded_for_workers(tmp_path, monkeypatch):
+    """``--import`` is a ``RunConfig`` field: recorded in ``run.json`` (Ray workers import the
+    modules from it), and a module that does not import is named with the fix."""
+    from benchmarks.config import RunConfig
+    from benchmarks.harness import run
+
+    folder = write_units(tmp_path)
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+    sys.modules.pop("units", None)
+    try:
+        config = RunConfig(tasks="units.jsonl", env=ENV_ID, scoring="math", imports=["units"],
+                           policy="scripted:actions.json", out="run", progress=False)
+        run(config)
+        assert json.loads((folder / "run/run.json").read_text())["imports"] == ["units"]
+        with pytest.raises(ImportError, match="imports= no_such_module: .*PYTHONPATH"):
+            run(config.replace(imports=("no_such_module",), out="run2"))
+    finally:
+        gym.registry.pop(ENV_ID, None)
+        sys.modules.pop("units", None)

@@ -15,15 +15,39 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from benchmarks import cli as bench_cli
 from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
+from tir_envs.chat import check as chat_check
 from tir_envs.rollout import cli as rollout_cli
+from tir_envs.serving import cli as serve_cli
 from tir_envs.tools.search import cli as index_cli
-from tir_envs.tools.search import serve_cli
 from tir_envs.viewer import cli as view_cli
+
+
+
+def check_own_package(module: ModuleType) -> ModuleType:
+    """``module`` (``benchmarks.cli``) must come from this distribution, next to ``tir_envs``.
+
+    ``benchmarks`` and ``trainers`` are top-level packages (the project's fixed layout,
+    docs/benchmarks.md says why); another installed distribution with a package of the same
+    name, earlier on ``sys.path``, would shadow ours.  Said here, by name, instead of an
+    ``AttributeError`` deep in argparse."""
+    ours = Path(__file__).resolve().parents[1]
+    found = Path(module.__file__ or "").resolve()
+    if ours not in found.parents:
+        top = module.__name__.split(".")[0]
+        raise ImportError(f"the {top!r} package imported from {found.parent} is not tir-envs' "
+                          f"own (expected under {ours}): another installed package named "
+                          f"{top!r} shadows it. Uninstall that package, or put tir-envs first on "
+                          "sys.path (a fresh virtual environment does).")
+    return module
+
+
+check_own_package(bench_cli)
 
 # subcommand -> module exposing add_parser(subparsers)
 SUBCOMMANDS: dict[str, ModuleType] = {
@@ -34,6 +58,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {
     "bench": bench_cli,
     "audit": audit_cli,
     "view": view_cli,
+    "chat-check": chat_check,
 }
 
 
@@ -44,20 +69,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (``command``) only that subcommand's part: a run of one
+    command does not pay for building every other's arguments (``tir-envs bench list``)."""
     parser = OneLineParser(
         prog="tir-envs",
         description="Environments, tools and rollouts for tool-integrated reasoning.")
     parser.add_argument("--traceback", action="store_true",
                         help="on an error, show the full traceback (for bug reports)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS.values():
-        module.add_parser(sub)
+    for name, module in SUBCOMMANDS.items():
+        if command in (None, name):
+            module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

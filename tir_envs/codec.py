@@ -1,13 +1,17 @@
 """Token bookkeeping: the codec (fast exact encode/decode), retokenization drift, chat glue.
 
 Observation text is always encoded on its own, without special tokens added, and appended
-after the policy's ids; policy ids are never decoded and re-encoded.  ``Codec`` calls the Rust
+after the policy's ids; policy ids are never decoded and re-encoded.  Text the env did not
+write goes through ``encode_untrusted``: added tokens split as plain text, invisible characters
+escaped (``tir_envs.untrusted``), so tool output can never produce a control id.  ``Codec`` calls the Rust
 tokenizer directly when it can, which keeps a no-tool ``step`` cheap.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+from tir_envs.untrusted import escape_controls, plain_encoder
 
 _SENTINEL_A = "\x00ASSISTANT-SENTINEL\x00"
 _SENTINEL_U = "\x00OBSERVATION-SENTINEL\x00"
@@ -27,6 +31,14 @@ class Codec:
         if self._backend is not None:
             return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_untrusted(self, text: str) -> list[int]:
+        """Ids for text the env did not write (tool output, documents, rows): no added-token
+        id (``<|im_end|>``, ``<|eot_id|>``, ``[INST]``, ``<tool_call>``) can come out, and
+        bidi controls, line separators, zero-width characters and the BOM are escaped like
+        the other control characters.  Renderers of env turns use it for every untrusted
+        part and ``encode`` for their own glue."""
+        return plain_encoder(self.tokenizer).encode(escape_controls(text))
 
     def decode(self, ids: Sequence[int]) -> str:
         if self._backend is not None:

@@ -32,14 +32,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from tir_envs.chat.binding import ChatBinding
 from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
+from tir_envs.status import TurnStatus
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
-from tir_envs.tokenizer import load_tokenizer
+from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.validation import check_positive_int
@@ -48,17 +50,6 @@ EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call t
 RESET_OPTIONS = ("task", "index")
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
-
-
-def _turn_status(results: Sequence[ToolResult]) -> str:
-    statuses = {r.status for r in results}
-    if ToolStatus.INFRA_ERROR in statuses:
-        return "infra_error"
-    if ToolStatus.TIMEOUT in statuses:
-        return "timeout"
-    if statuses - {ToolStatus.OK}:
-        return "tool_error"
-    return "ok"
 
 
 @dataclass
@@ -77,9 +68,10 @@ class TIREnv(gym.Env):
     ``protocol``: a ``Protocol``; without one, the generic protocol over ``tool_format``,
     ``system_prompt`` and ``chat``.  ``reward``: a ``tir_envs.rewards.Reward`` or a function
     ``f(task, trajectory, answer) -> RewardResult``, given the protocol's answer when the
-    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a JSONL path,
-    or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the protocol's
-    standalone prompt and no tool ever runs (the "w/o tools" ablation; one action per episode).
+    episode ends (``None``: no outcome reward).  ``tasks``: a list (Tasks, dicts, strings), a
+    JSONL path, or a dataset name the env ships (``load_tasks``).  ``use_tools=False``: the
+    protocol's standalone prompt and no tool ever runs (the "w/o tools" ablation; one action
+    per episode).
 
     Budgets (``None``: the protocol's default):
       * ``max_turns``: the most actions in an episode.  An action at the last turn that still
@@ -90,15 +82,25 @@ class TIREnv(gym.Env):
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
         action longer than what is left is cut to fit (the turn notes say how much).
+      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
+        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
+        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
     names an env built from parts without a subclass (recorded on every trajectory).
 
+    Chat mode is per model family (``tir_envs.chat``, docs/chat_models.md): ``renderer`` names
+    the family (``None``: detected from the tokenizer), ``thinking`` is ``"on"``/``"off"`` for
+    families with both.  Reasoning blocks stay in the ledger; calls and answers inside them are
+    never run or graded.
+
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
-    reset, whoever calls it), ``build_prompt``, ``is_final``, ``answer``, ``outcome``/
-    ``aoutcome`` (only for an outcome that needs more than the reward part), ``turn_reward``,
-    ``extra_reward``, ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close`` and their async twins are final.
+    reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
+    for an outcome that needs more than the reward part), ``turn_reward``, ``extra_reward``,
+    ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
+    and their async twins are final.
     """
 
     # text frames; Gymnasium's checker warns on any render mode without an fps
@@ -122,6 +124,7 @@ class TIREnv(gym.Env):
         max_calls_per_turn: int | None = None,
         max_obs_tokens: int | None = None,
         max_total_tokens: int | None = None,
+        max_response_tokens: int | None | bool = None,
         system_prompt: str | None = None,
         chat: bool | None = None,
         use_tools: bool = True,
@@ -129,12 +132,15 @@ class TIREnv(gym.Env):
         observation_role: str | None = None,
         render_mode: str | None = None,
         env_id: str | None = None,
+        renderer: Any = None,
+        thinking: str | None = None,
     ):
         super().__init__()
         if env_id is not None:  # an env assembled from parts, without a subclass to name it
             self.env_id = env_id
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)
+        self._tokenizer_ref = tokenizer_ref(self.tokenizer)
         self.protocol = self._protocol(protocol, tool_format, system_prompt, chat)
         self.tasks = resolve_tasks(tasks if tasks is not None else self.default_tasks,
                                    self.load_tasks)
@@ -147,6 +153,9 @@ class TIREnv(gym.Env):
             else max_total_tokens
         check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
                            max_total_tokens=self.max_total_tokens)
+        self.max_response_tokens = _response_budget(b.max_response_tokens if
+                                                     max_response_tokens is None
+                                                     else max_response_tokens)
         check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
         self.max_calls_per_turn = max_calls_per_turn
@@ -155,7 +164,7 @@ class TIREnv(gym.Env):
         self.use_tools = use_tools
         self.exhausted_notice = exhausted_notice
         role = observation_role or self.protocol.observation_role
-        self._glue = self.codec.chat_glue(role) if role else None
+        self.chat = chat_binding(self, renderer, thinking, role)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
@@ -212,6 +221,16 @@ class TIREnv(gym.Env):
         """Check or prepare the task an episode is about to run, before its prompt is rendered
         (raise to refuse it).  Runs on every reset, sync or async, whoever the caller."""
 
+    async def aon_reset(self, task: Task) -> None:
+        """``on_reset`` for a reset that does I/O (a remote env's own reset): start with
+        ``await needs_loop()`` before it.  Default: ``on_reset``."""
+        self.on_reset(task)
+
+    def tools_ended(self, results: list[ToolResult]) -> bool:
+        """Whether this turn's tool results end the episode (a remote env said it is done).
+        Default: never; the protocol decides from the action."""
+        return False
+
     def on_close(self) -> None:
         """Release what the env owns (tools it built, pools), after the open sessions are
         closed.  Runs on ``close``/``aclose``."""
@@ -220,7 +239,20 @@ class TIREnv(gym.Env):
         """The prompt text: the protocol's messages through the chat template, or its raw
         text (base models)."""
         prompt = self.protocol.prompt(task, self.use_tools)
-        return prompt if isinstance(prompt, str) else self.codec.render_chat(prompt)
+        return prompt if isinstance(prompt, str) else self.codec.decode(self._chat_prompt(prompt))
+
+    def _chat_prompt(self, messages: list[dict[str, Any]]) -> list[int]:
+        schemas = self.protocol.tool_schemas() if self.use_tools else None
+        return self.chat.prompt_ids(messages, schemas)
+
+    def _prompt_ids(self, task: Task) -> list[int]:
+        """The prompt ids: the family's renderer for chat messages (never a decode/encode round
+        trip), the encoded text otherwise or when a subclass overrides ``build_prompt``."""
+        if type(self).build_prompt is TIREnv.build_prompt and self.chat is not None:
+            prompt = self.protocol.prompt(task, self.use_tools)
+            if not isinstance(prompt, str):
+                return self._chat_prompt(prompt)
+        return self.codec.encode(self.build_prompt(task))
 
     def is_final(self, action_text: str, calls: list[ToolCall]) -> bool:
         """Whether this action ends the episode (the protocol decides)."""
@@ -293,18 +325,21 @@ class TIREnv(gym.Env):
         await self.aend_episode()
         self._done = True  # until this reset succeeds, no episode is running
         task = self._pick_task(options or {})
-        self.on_reset(task)
-        prompt_ids = self.codec.encode(self.build_prompt(task))
+        await self.aon_reset(task)
+        prompt_ids = self._prompt_ids(task)
         if len(prompt_ids) >= self.max_total_tokens:
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
                              f"but max_total_tokens={self.max_total_tokens} leaves no room to "
                              "answer; raise max_total_tokens")
         self.task = task
         self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
+        if self._tokenizer_ref:  # the ids' tokenizer, pinned for whoever decodes them later
+            self.trajectory.metadata["tokenizer"] = self._tokenizer_ref
         self.state = EpisodeState(
             task=task, codec=self.codec, max_turns=self.max_turns,
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
-            obs_token_budget=self.max_obs_tokens, frame=self._frame)
+            obs_token_budget=self.max_obs_tokens,
+            frame=self.chat.frame if self.chat is not None else _unframed)
         self._done = False
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
         return obs, {**self.episode_info(), **self.limits.info()}
@@ -332,7 +367,8 @@ class TIREnv(gym.Env):
     def limits(self) -> GenerationLimits:
         """What the next generation must obey (also ``info["limits"]``, mirrored into
         ``info["stop_sequences"]``/``info["max_new_tokens"]``)."""
-        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left())
+        ids = self.chat.stop_token_ids() if self.chat is not None else ()
+        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left(), ids)
 
     # ------------------------------------------------------------------ step
     def step(self, action: Any):
@@ -409,6 +445,8 @@ class TIREnv(gym.Env):
         if cut:
             turn.notes.append(f"action cut to the {room} tokens left in the budget: "
                               f"{cut} tokens dropped")
+        if self.chat is not None:  # nothing written inside a reasoning block is read
+            text = self.chat.visible(text)
         calls = self.protocol.parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
@@ -419,7 +457,7 @@ class TIREnv(gym.Env):
                       cut: int) -> list[ToolCall]:
         """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
         if final or not calls:
-            turn.status = "no_call"
+            turn.status = TurnStatus.NO_CALL
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
@@ -475,15 +513,16 @@ class TIREnv(gym.Env):
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = _turn_status(results)
-            traj.infra_failed |= turn.status == "infra_error"
+            turn.status = TurnStatus.of(r.status for r in results)
+            traj.infra_failed |= turn.status is TurnStatus.INFRA_ERROR
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)
-        terminated = act.final and not act.cut
+        ended_by_tools = bool(results) and self.tools_ended(results)
+        terminated = (act.final and not act.cut) or ended_by_tools
         truncated = False
-        if terminated:
-            traj.stop_reason = "answered"  # "no_answer" once the outcome says none was given
+        if terminated:  # "answered" becomes "no_answer" once the outcome says none was given
+            traj.stop_reason = "env_done" if ended_by_tools else "answered"
         elif act.cut:
             truncated, traj.stop_reason = True, "max_tokens"
         elif len(traj.turns) >= self.max_turns:
@@ -535,7 +574,11 @@ class TIREnv(gym.Env):
         texts = self._result_texts(results, turn)
         action_text = self.state.actions[-1]
         body = self.protocol.observation(calls, texts, action_text, self.state)
-        ids = self.codec.encode(self._frame(body, action_text))
+        if self.chat is not None and self.chat.frames_turns():
+            ids = self._bridge(calls, texts, body, turn)
+        else:
+            close = self.chat.close_reasoning_ids(action_text) if self.chat is not None else []
+            ids = close + self.codec.encode_untrusted(body)
         if len(ids) > self.max_obs_tokens:
             ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
             turn.notes.append(f"observation truncated: {dropped} tokens dropped")
@@ -545,17 +588,20 @@ class TIREnv(gym.Env):
             ids = ids[:room]
         return ids
 
-    def _frame(self, body: str, action_text: str) -> str:
-        """The observation text as appended: ``body`` inside the chat glue of an
-        ``observation_role`` message (closing the assistant turn, opening the next one).  An
-        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated."""
-        if not self._glue:
-            return body
-        before, after = self._glue
-        eos = self.codec.eos_text
-        if eos and action_text.endswith(eos) and before.startswith(eos):
-            before = before[len(eos):]
-        return before + body + after
+    def _bridge(self, calls: list[ToolCall], texts: list[str], body: str,
+                turn: Turn) -> list[int]:
+        """The family's env tokens after this action: its close if the policy did not sample
+        it, the observation as ``observation_role`` message(s), the next assistant opener."""
+        traj, span = self.trajectory, turn.action_span
+        ledger = traj.prompt_ids + traj.token_ids
+        context, completion = ledger[:len(traj.prompt_ids) + span[0]], \
+            ledger[len(traj.prompt_ids) + span[0]:]
+        ids, dropped = self.chat.observation_ids(context, completion,
+                                                 self.chat.messages(calls, texts, body),
+                                                 self.max_obs_tokens)
+        if dropped:
+            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
+        return ids
 
     def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
         """Result texts, with the exhaustion notice shown once where the budget ran out."""
@@ -571,7 +617,12 @@ class TIREnv(gym.Env):
 
     def _tokens_left(self) -> int:
         t = self.trajectory
-        return self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids) if t else 0
+        if not t:
+            return 0
+        left = self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids)
+        if self.max_response_tokens is not None:
+            left = min(left, self.max_response_tokens - len(t.token_ids))
+        return left
 
     # ------------------------------------------------------------------ sessions
     async def aend_episode(self) -> None:
@@ -617,6 +668,24 @@ class TIREnv(gym.Env):
         return out
 
 
+def chat_binding(env: TIREnv, renderer: Any, thinking: str | None,
+                 role: str | None) -> ChatBinding | None:
+    """The env's chat mode (``None`` for a raw-text protocol); adapts ``env.protocol`` to the
+    family (its tools rendered and parsed the family's way)."""
+    if not env.protocol.chat:
+        if renderer is not None or thinking is not None:
+            raise ValueError("renderer=/thinking= apply to chat mode; this protocol runs raw "
+                             "text (pass chat=True where the env allows it)")
+        return None
+    binding = ChatBinding.build(env.tokenizer, env.codec, env.protocol, renderer, thinking, role)
+    env.protocol = binding.adapt(env.protocol)
+    return binding
+
+
+def _unframed(body: str, action_text: str) -> str:
+    return body
+
+
 def _floats(logprobs: Any) -> list[float] | None:
     return None if logprobs is None else [float(x) for x in logprobs]
 
@@ -634,3 +703,13 @@ def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[s
     return {**result.metadata, "tool": call.name, "status": result.status.value,
             "latency_s": result.latency_s, "chars": len(result.text),
             "executed": bool(flags.pop("executed", False)), **flags}
+
+
+def _response_budget(value: int | None | bool) -> int | None:
+    """``max_response_tokens`` checked: a positive int, or ``None``/``False`` for no cap."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_response_tokens must be a positive int, or False for no response "
+                         f"cap beside max_total_tokens; got {value!r}")
+    return value

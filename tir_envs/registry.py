@@ -25,6 +25,8 @@ ENV_SPECS: dict[str, str] = {
     "tir/Search-v0": "tir_envs.envs.search:SearchEnv",
     "tir/SQL-v0": "tir_envs.envs.sql:SQLEnv",
     "tir/AutoTIR-v0": "tir_envs.envs.autotir:AutoTIREnv",
+    "tir/ToolUse-v0": "tir_envs.envs.tool_use:ToolUseEnv",
+    "tir/OpenEnv-v0": "tir_envs.envs.openenv:OpenEnvEnv",
 }
 
 
@@ -82,7 +84,9 @@ def is_env_id(env_id: Any) -> bool:
 def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import") -> None:
     """Import the user's modules (each one registers its env ids), with the working directory
     on ``sys.path`` as ``python -m`` has it: console scripts leave it out, so a module next to
-    the user would otherwise not be found."""
+    the user would otherwise not be found.  ``flag``: what named the modules; a command-line
+    flag (``--import``) makes a failure the command's one-line usage error (``SystemExit``),
+    anything else an ``ImportError``."""
     import os
     import sys
 
@@ -95,8 +99,11 @@ def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import")
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise SystemExit(f"{flag} {module}: {exc} (run from the folder holding it, or put "
-                             "its folder on PYTHONPATH)") from None
+            message = (f"{flag} {module}: {exc} (run from the folder holding it, or put its "
+                       "folder on PYTHONPATH)")
+            if flag.startswith("--"):
+                raise SystemExit(message) from None
+            raise ImportError(message) from exc
 
 
 def accepted_kwargs(cls: Any) -> set[str] | None:

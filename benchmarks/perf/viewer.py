@@ -17,8 +17,9 @@ Figures per size:
     header), ``filter`` (change the verdict filter), ``step_filter`` (change the step filter),
     ``next_page``.
 
-``PERF_QUICK=1`` uses 100 and 300 episodes; ``VIEWER_SIZES=20000`` picks sizes.  Without Chromium (Debian's ``chromium`` and
-``chromium-driver``) or selenium, the browser part is skipped with the reason printed.
+``PERF_QUICK=1`` uses 100 and 300 episodes; ``VIEWER_SIZES=20000`` picks sizes.  Without
+Chromium (Debian's ``chromium`` and ``chromium-driver``) or selenium, the browser part is
+skipped with the reason printed.
 Prints JSON, with the 1-minute load average before and after.
 """
 

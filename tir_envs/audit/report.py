@@ -9,8 +9,9 @@ statuses, the masked and void episodes, and a verdict:
   graded correct: the probe never commits to the gold alone, so the reward read something else.
 * **HELD**: neither.  ``N/A``: the probe does not apply to this env (no tool it needs).
 
-Void episodes (no tool call, no answer) are counted, not judged: masking them is a trainer's
-option (``mask_void``), and a degenerate probe is void by construction.
+Void episodes (no tool call, no answer) are counted and judged like any other (``paying``
+reads every unmasked episode, ``verdict`` every masked one); only training on them is left to
+the trainer (``mask_void``), and a degenerate probe is void by construction.
 """
 
 from __future__ import annotations

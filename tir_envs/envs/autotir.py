@@ -29,7 +29,8 @@ class AutoTIREnv(TIREnv):
     ``backend``/``stateful`` for Python, ``tool_timeout_s``: one number for both or a dict by
     tool name.  Reward: ``reward`` (an ``AutoTIRReward``), or one built from ``w_act``,
     ``w_out``, ``wrong_tool`` (the paper's penalty, -1), ``no_tool`` (knowledge or math task
-    answered without a tool: 0) and ``grader``.  ``use_tools=False``: the standalone prompt.
+    answered without a tool: 0), ``grader`` and ``output_reward`` (``"paper"``: eq. 5's
+    ``max(0.1, f)`` for a boxed answer, else 0; ``"plain"``: the score as it is).  ``use_tools=False``: the standalone prompt.
     """
 
     env_id = "tir/AutoTIR-v0"
@@ -46,6 +47,7 @@ class AutoTIREnv(TIREnv):
         wrong_tool: float = -1.0,
         no_tool: float = 0.0,
         grader: GraderPool | None = None,
+        output_reward: str = "paper",
         **kwargs: Any,
     ):
         reject_wiring(kwargs, "AutoTIREnv", "Pass retriever=/search_backend= and backend=.")
@@ -53,7 +55,8 @@ class AutoTIREnv(TIREnv):
         tools = [config["search"].build(), config["python"].build("full")]
         super().__init__(tokenizer=tokenizer, tasks=tasks, protocol=AutoTIRProtocol(),
                          tools=tools,
-                         reward=reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool, grader),
+                         reward=reward or AutoTIRReward(w_act, w_out, wrong_tool, no_tool,
+                                                        grader, output_reward=output_reward),
                          **kwargs)
         _check_domains(self.tasks)
 

@@ -28,13 +28,16 @@ class Budgets:
     """A protocol's default budgets; env constructor arguments override each one.
 
     ``max_tool_calls``: executed calls per tool over the episode (an int for every tool, a dict
-    by tool name, or ``None`` for no cap beyond ``max_turns``).
+    by tool name, or ``None`` for no cap beyond ``max_turns``).  ``max_total_tokens`` counts the
+    prompt and the episode; ``max_response_tokens`` (when set) the episode alone.
     """
 
     max_turns: int = 4
     max_tool_calls: int | Mapping[str, int] | None = None
     max_obs_tokens: int = 512
     max_total_tokens: int = 8192
+    #: tokens after the prompt (None: only ``max_total_tokens`` counts)
+    max_response_tokens: int | None = None
 
 
 @dataclass
@@ -89,6 +92,9 @@ class Protocol:
     budgets = Budgets()
     #: where a tool-less ("w/o tools") generation must stop; the action then ends the episode
     standalone_stops: tuple[str, ...] = ()
+    #: the chat renderer renders ``tool_schemas()`` and parses calls in the family's syntax (set
+    #: on a copy by ``tir_envs.chat.ChatBinding``): the prompt must not restate the schemas
+    native_tools: bool = False
 
     def __init__(self, format: ToolCallFormat, system_prompt: str | None = None,
                  chat: bool | None = None, observation_role: str | None = None):
@@ -108,6 +114,11 @@ class Protocol:
                 else []
             return system + [{"role": "user", "content": task.question}]
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + task.question
+
+    def tool_schemas(self) -> list[dict] | None:
+        """The tools' JSON schemas (OpenAI function format), each declared once, for a chat
+        template that renders ``tools=``; ``None``: the protocol describes its tools in text."""
+        return None
 
     # -- one action -----------------------------------------------------------------
     def stop_sequences(self, state: EpisodeState) -> list[str]:

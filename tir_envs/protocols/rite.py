@@ -9,8 +9,12 @@ Thinking towards Cross-Domain Generalization"): Plan-Action-Reflection cycles in
   assistant turn, opening the next one) is env tokens with loss mask 0.
 * ``answer`` ends the episode; its ``answer`` argument is graded (a boxed answer inside it is
   unwrapped).  Without an answer call, the last boxed answer of the policy's text is graded.
-* Reward: 1 correct, 0 otherwise, plus the format reward (``interleaved_format_score``): +1 for
-  a clean cycle, 0 for minor issues, -1 for a broken one.
+* Reward (the paper's eq. 8): R_outcome = +1 correct, -1 otherwise, plus the format reward
+  (``interleaved_format_score``): +1 for a clean cycle, 0 for minor issues, -1 for a broken
+  one.  So a wrong answer in a clean cycle scores 0, below a right answer with a minor format
+  slip (+1).  ``wrong_reward=0.0`` on the env gives the 1/0 outcome of earlier versions.
+* Turns: up to ``max_turns`` = 200 (the paper's cap); the context budget (1024 + 8192 tokens,
+  ``max_total_tokens``) is what ends a long episode first.
 The paper's code is not public; tool names, stop string and the format rules here follow the
 paper's description and the Hermes/Qwen tool-call convention.
 """
@@ -47,14 +51,19 @@ def tool_schemas(stateful: bool) -> list[dict]:
     ]
 
 
+#: RITE's instructions without any tool description (a family's template renders the tools)
+INSTRUCTIONS = (
+    "Solve the math problem by alternating between thinking and running code.\n"
+    "Every turn has two parts, in this order:\n"
+    "1. <think> ... </think>: plan the next step, or reflect on the last tool result.\n"
+    "2. Exactly one tool call.\n"
+    "Keep cycling until you are sure, then call the answer tool.")
+
+
 def system_prompt(stateful: bool) -> str:
     tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in tool_schemas(stateful))
     return (
-        "Solve the math problem by alternating between thinking and running code.\n"
-        "Every turn has two parts, in this order:\n"
-        "1. <think> ... </think>: plan the next step, or reflect on the last tool result.\n"
-        "2. Exactly one tool call.\n"
-        "Keep cycling until you are sure, then call the answer tool.\n\n"
+        INSTRUCTIONS + "\n\n"
         "# Tools\n\nThe available functions, as JSON signatures:\n<tools>\n" + tools +
         "\n</tools>\n\nTo call a function, write its name and arguments as one JSON object "
         "between tags:\n<tool_call>\n{\"name\": \"<function name>\", \"arguments\": "
@@ -65,9 +74,9 @@ class RITEProtocol(MathProtocol):
     name = "rite"
     chat = True
     observation_role = "tool"
-    budgets = Budgets(max_turns=16, max_tool_calls=None, max_obs_tokens=1024,
+    budgets = Budgets(max_turns=200, max_tool_calls=None, max_obs_tokens=1024,
                       max_total_tokens=1024 + 8192)
-    outcome_values = OutcomeValues(correct=1.0, wrong=0.0)
+    outcome_values = OutcomeValues(correct=1.0, wrong=-1.0)  # eq. 8: R_outcome = ±1
     sandbox_error_style = "full"
 
     def __init__(self, stateful: bool = True) -> None:
@@ -75,8 +84,11 @@ class RITEProtocol(MathProtocol):
         self.stateful = stateful
 
     def tool_prompt(self, question: str):
-        return [{"role": "system", "content": system_prompt(self.stateful)},
-                {"role": "user", "content": question}]
+        system = INSTRUCTIONS if self.native_tools else system_prompt(self.stateful)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+    def tool_schemas(self) -> list[dict]:
+        return tool_schemas(self.stateful)
 
     def render_call(self, tool: str, body: str) -> str:
         """A clean cycle turn: a thought, then exactly one call."""

@@ -44,8 +44,10 @@ def torl_output_text(text: str) -> str:
 class ToRLProtocol(MathProtocol):
     name = "torl"
     chat = False
+    # The authors budget the response (3072 tokens) apart from the prompt (400); the total is
+    # the served context of their runs (4096), so a long prompt never eats the response.
     budgets = Budgets(max_turns=2, max_tool_calls=1, max_obs_tokens=512,
-                      max_total_tokens=400 + 3072)
+                      max_total_tokens=4096, max_response_tokens=3072)
     outcome_values = OutcomeValues(correct=1.0, wrong=-1.0)
     sandbox_error_style = "last_line"
 

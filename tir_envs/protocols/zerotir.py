@@ -12,6 +12,12 @@ d154c0a0966e45db4a76bcc80d76ee86cb03df4d).
 * Results longer than 256 tokens are replaced by ZeroTIR's "too long" notice.
 * ``N_max`` calls (``max_tool_calls``, default 20); past it the env inserts "Tool call count has
   been exhausted. You can no longer call the tool." as the block's output and runs nothing.
+* Generation stops at the first complete ``\\boxed{}`` the policy writes outside code (the
+  paper's algorithm): the action holding it ends the episode, any call after it in that action
+  is not run, and that box is the answer (``stop_at_box=True``, the default).  A generator's
+  stop strings cannot match a balanced brace, so the env ends the episode at that action; the
+  tokens generated after the box stay in the ledger.  ``ZeroTIRProtocol(stop_at_box=False)``
+  runs on and grades the final box instead.
 * Reward: 1 correct, 0 otherwise.
 """
 
@@ -21,6 +27,8 @@ from tir_envs.formats.base import ToolCall
 from tir_envs.formats.markdown import MarkdownFormat
 from tir_envs.protocols.base import Budgets, EpisodeState
 from tir_envs.protocols.math import MathProtocol, OutcomeValues
+from tir_envs.formats.boxed import boxed_spans
+from tir_envs.rewards.math.extract import extract_final_answer
 
 # The prompt template of the ZeroTIR evaluation/training code ('orz_tir').
 ZEROTIR_TEMPLATE = (
@@ -52,8 +60,14 @@ class ZeroTIRProtocol(MathProtocol):
     outcome_values = OutcomeValues(correct=1.0, wrong=0.0)
     sandbox_error_style = "full"
 
-    def __init__(self, stateful: bool = True) -> None:
+    def __init__(self, stateful: bool = True, stop_at_box: bool = True) -> None:
         super().__init__(MarkdownFormat(stop=[OPEN_FENCE]))
+        self.stop_at_box = stop_at_box
+
+    def _first_box_end(self, prose: str) -> int | None:
+        """End of the first complete box in ``prose`` (None: no box)."""
+        spans = boxed_spans(prose)
+        return spans[0][1] if spans else None
 
     def tool_prompt(self, question: str) -> str:
         return ZEROTIR_TEMPLATE.format(question=question)
@@ -82,7 +96,18 @@ class ZeroTIRProtocol(MathProtocol):
                          call.end - shift)]
 
     def is_final(self, text: str, calls: list[ToolCall], state: EpisodeState) -> bool:
+        prefix = OPEN_FENCE if state.actions and opens_block(state.actions[-1]) else ""
+        if self.stop_at_box and self._first_box_end(self.format.prose(prefix + text)) is not None:
+            return True  # generation stops at the box; nothing after it runs
         return not calls and not opens_block(text)
+
+    def answer(self, state: EpisodeState) -> str | None:
+        if not self.stop_at_box:
+            return super().answer(state)
+        prose = self.format.prose("\n".join(state.actions))
+        end = self._first_box_end(prose)
+        return extract_final_answer(prose if end is None else prose[:end],
+                                    fallback=self.extraction == "fallback")
 
     def observation(self, calls, texts, text, state) -> str:
         block = f"\n```output\n{texts[-1] if texts else ''}\n```\n\n\n"

@@ -6,7 +6,8 @@ final action (``final_answer``, the AutoTIR protocol's one reading: the boxed an
 output):
   * ``knowledge``: token F1 of the answer against the gold aliases;
   * ``math``: 1 if the boxed answer is equivalent to the gold (the project's Math-Verify grader);
-  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict);
+  * ``instruction``: IFScore, 1 when every instruction of the prompt is followed (strict), on
+    the whole visible response (``visible_response``), never only on a box inside it;
   * ``multiple_choice``: 1 if the one option letter chosen is the gold.
 ``r_act`` from the tools the policy invoked (calls of a known tool, executed or refused by the
 budget; unparseable calls are not invocations) against the task's ground-truth tool
@@ -17,6 +18,15 @@ budget; unparseable calls are not invocations) against the task's ground-truth t
   * no tool at all on a knowledge or math task: ``no_tool`` (default 0: no credit for tool use,
     no penalty; the paper does not say);
   * a domain where tool use is free (no ground-truth tool): 1.
+``output_reward`` says how ``r_out`` enters the total:
+  * ``"paper"`` (default, the paper's eq. 5): ``max(0.1, f_eva)`` when the final response is
+    correctly formatted (it holds a ``\\boxed{}`` answer: in its last ``<answer>`` block when it
+    has one), else 0: a boxed wrong answer still earns the 0.1 floor, an unboxed right one
+    earns nothing.  ``final_answer`` marks the answer it reads with ``formatted``; an answer
+    given to ``score`` without the mark counts as formatted only if it is a boxed
+    ``FinalAnswer``;
+  * ``"plain"``: ``f_eva`` as scored, whatever the format (this library's reading before
+    issue 33).
 Tool Selection per trajectory is recorded in ``trajectory.metadata["tool_selection"]`` (the
 result's ``metadata``: the env writes it).
 """
@@ -27,10 +37,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from tir_envs.formats.boxed import boxed_spans
 from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.choice import ChoiceReward, extract_choice
 from tir_envs.rewards.ifeval import IFEvalReward
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.rewards.qa import exact_match, f1, gold_list
@@ -43,6 +54,39 @@ if TYPE_CHECKING:
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+OUTPUT_REWARDS = ("paper", "plain")
+#: eq. 5's floor: a correctly formatted output earns at least this much
+FORMAT_FLOOR = 0.1
+
+
+class _Read(str):
+    """An answer string that carries whether its response was correctly formatted."""
+
+    formatted: bool = False
+
+
+def _marked(answer: str | None, formatted: bool) -> str | None:
+    """``answer`` marked ``formatted`` (a ``FinalAnswer`` keeps its boxes)."""
+    if answer is None:
+        return None
+    if type(answer) is str:
+        answer = _Read(answer)
+    answer.formatted = formatted
+    return answer
+
+
+def is_formatted(answer: Any) -> bool:
+    """Whether ``answer`` came from a correctly formatted response (eq. 5): the mark
+    ``final_answer`` sets, else a boxed ``FinalAnswer``."""
+    mark = getattr(answer, "formatted", None)
+    if mark is not None:
+        return bool(mark)
+    return isinstance(answer, FinalAnswer) and answer.source == "boxed"
+
+
+def formatted_output_reward(f_eva: float, formatted: bool, floor: float = FORMAT_FLOOR) -> float:
+    """AutoTIR's eq. 5: ``max(floor, f_eva)`` for a formatted output, else 0."""
+    return max(floor, f_eva) if formatted else 0.0
 
 
 def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
@@ -50,19 +94,49 @@ def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
     the last box of its last ``<answer>`` block, else that block's text, else the last box of
     the response; for a writing task (``instruction``) without either, the response itself;
     for a ``multiple_choice`` task, the one option letter the response chooses
-    (``extract_choice``).  The AutoTIR protocol's answer, graded by ``AutoTIRReward``."""
+    (``extract_choice``).  The AutoTIR protocol's answer, graded by ``AutoTIRReward``; it is
+    marked ``formatted`` when that scope holds a complete ``\\boxed{}`` (eq. 5)."""
     response = final_response(actions)
-    if domain == "multiple_choice":
-        return extract_choice(response)
     # a block holding another <answer> is a nest of answers (a hedge), never one
     blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
     scope = blocks[-1] if blocks else response
+    formatted = bool(boxed_spans(scope))
+    if domain == "multiple_choice":
+        return _marked(extract_choice(response), formatted)
+    if domain == "instruction":  # the whole visible response, never a box inside it
+        return _marked(visible_response(actions) or None, formatted)
     boxed = extract_final_answer(scope)  # a str that also keeps every box of a list answer
     if boxed is not None:
-        return boxed
+        return _marked(boxed, formatted)
     if blocks:
-        return blocks[-1].strip() or None
-    return (response or None) if domain == "instruction" else None
+        return _marked(blocks[-1].strip() or None, formatted)
+    return None
+
+
+_MARKUP = re.compile(r"</?answer>")
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _unbox(text: str) -> str:
+    """``text`` with each ``\\boxed{…}`` replaced by its contents, in place."""
+    while (m := _BOX.search(text)) is not None:
+        depth, end = 1, None
+        for i in range(m.end(), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        text = text[:m.start()] + (text[m.end():end] + text[end + 1:] if end is not None
+                                   else text[m.end():])
+    return text
+
+
+def visible_response(actions: Sequence[str]) -> str:
+    """What a reader of the final response sees, all of it: the response outside ``<think>``
+    with the protocol's markup (``<answer>`` tags, ``\\boxed{}`` wrappers) unwrapped in place.
+    Instructions are checked on this, never on a box inside it: a compliant box beside
+    text that breaks the instructions does not follow them."""
+    return _unbox(_MARKUP.sub("", final_response(actions))).strip()
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -93,10 +167,14 @@ class AutoTIRReward(Reward):
     no_tool: float = 0.0
     grader: GraderPool | None = None
     tools: tuple[str, ...] = ("search", "python")
+    output_reward: str = "paper"
 
     def __post_init__(self) -> None:
+        if self.output_reward not in OUTPUT_REWARDS:
+            raise ValueError(f"output_reward must be one of {OUTPUT_REWARDS} ('paper': eq. 5, "
+                             f"max(0.1, f) when boxed else 0), got {self.output_reward!r}")
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict")
+        self._ifeval = IFEvalReward("strict", extract=visible_response)
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
@@ -128,7 +206,7 @@ class AutoTIRReward(Reward):
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
-            em, score = exact_match(text, golds), f1(text, golds)
+            em, score = exact_match(text, golds, task.question), f1(text, golds, task.question)
             return RewardResult(score, {"em": em, "f1": score}, correct=bool(em),
                                 answered=text is not None, answer=text)
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
@@ -139,9 +217,14 @@ class AutoTIRReward(Reward):
         ground_truth = task.meta.get("tool")
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
-        components = {**out.components, "r_act": act, "r_out": out.value,
+        r_out, extra = out.value, {}
+        if self.output_reward == "paper":
+            formatted = is_formatted(answer)
+            r_out = formatted_output_reward(out.value, formatted)
+            extra = {"f_eva": out.value, "formatted": float(formatted)}
+        components = {**out.components, "r_act": act, "r_out": r_out, **extra,
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
-        value = self.w_act * act + self.w_out * out.value
+        value = self.w_act * act + self.w_out * r_out
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
                             answer=out.answer,
                             metadata={"tool_selection": tool_selection(counts, ground_truth)})

@@ -74,6 +74,12 @@ class FunctionReward(Reward):
     def __init__(self, function: Callable[..., RewardResult]):
         self.function = function
 
+    def __getattr__(self, name: str) -> Any:
+        """The function's own attributes (a declared ``rel_tol``, say) read through."""
+        if name == "function":  # not set yet (copying, unpickling)
+            raise AttributeError(name)
+        return getattr(self.function, name)
+
     def score(self, task, trajectory, answer) -> RewardResult:
         result = self.function(task, trajectory, answer)
         if not isinstance(result, RewardResult):

@@ -38,10 +38,13 @@ def _letter_pattern(letters: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
 def _more_letters(text: str, at: int, letters: str) -> frozenset[str]:
     """Option letters named in ``text`` from ``at`` on, right after a chosen one, as its
     alternatives: `` \\lor B``,
-    `` (or possibly C)``, ``/C``, ``(A)(B)``.  Upper-case only ("or a claim" is prose), and
-    only after a joining word or sign (``B. A valid argument`` chose B)."""
-    more = re.compile(rf"\s*(?:\(?\s*(?:or|and)(?:\s+\w+){{0,2}}|\\lor|\\vee|\\&|\|\||[/,;&+]"
-                      rf"|(?<=\))(?=\())\s*\(?([{letters.upper()}])\)?(?!\w)")
+    `` (or possibly C)``, ``/C``, ``(A)(B)``, and after any command or sign whatever
+    (``\\to B``, ``\\in \\{A, B\\}``, ``｜ B``, ``:= B``: a sign no rule names joins too).
+    Upper-case only ("or a claim" is prose), and only after a joining word or sign
+    (``B. A valid argument`` chose B)."""
+    more = re.compile(rf"\s*(?:\(?\s*(?:or|and|vs\.?|versus|或者?|还是|和|与|及)(?:\s+\w+){{0,2}}"
+                      rf"|(?:\\[A-Za-z]+\s*|(?::(?=\S))?[^\w\s().:]+\s*)+|(?<=\))(?=\())"
+                      rf"\s*\(?([{letters.upper()}])\)?(?!\w)")
     found = set()
     while (m := more.match(text, at)) and m.end() > at:
         found.add(m.group(1))

@@ -11,8 +11,11 @@ Spider's execution-match convention, done as ``sql_compare`` describes:
   comment), in order, where rows tied on the ``ORDER BY`` keys may come in any order and,
   under ``LIMIT``, any of the tied rows may be the ones kept;
 * values normalised, floats within a tolerance;
-* both results empty: a match when they have the same number of columns (the prediction
-  returns the gold's result on this database), a miss otherwise.
+* both results empty: not yet a match (every query returning nothing would be one).  The
+  prediction must also return the gold's rows on populated copies of the database, one of
+  which gives the gold rows (``sql_witness``); where no copy can be built or none gives the
+  gold a row, the pair is ``unwitnessed``: the reward's ``correct`` is ``None`` (ungradable,
+  like a failing gold), never a match.
 
 A prediction with more than one statement is refused by the executor, as are writes; a
 prediction that fails, is refused, or runs past its time limit is a miss.  A gold query that
@@ -31,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tir_envs.data.databases import task_database_path
 from tir_envs.rewards.base import Reward, RewardResult
-from tir_envs.rewards.sql_compare import (TieGroup, column_mappings, multiset_equal,
-                                          normalize_rows, normalize_value, ordered_match)
+from tir_envs.rewards.sql_compare import GoldResult, TieGroup, normalize_rows
 from tir_envs.rewards.sql_ordering import with_sort_keys
+from tir_envs.rewards.sql_witness import witnesses
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
                                          open_database)
 from tir_envs.tools.sql.executor import run_query
@@ -56,42 +59,6 @@ class GoldQueryError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- gold side
-
-@dataclass(frozen=True)
-class GoldResult:
-    """The normalised gold rows, their width, and how order is judged."""
-
-    rows: tuple[tuple, ...]
-    width: int
-    ordered: bool
-    runs: tuple[TieGroup, ...] | None = None  # tie structure, when the sort keys could be read
-
-    def matches(self, pred_rows: Sequence[tuple], pred_width: int) -> bool:
-        """Whether normalised prediction rows match this gold result (module doc)."""
-        if pred_width != self.width or len(pred_rows) != len(self.rows):
-            return False
-        if not self.rows:
-            return True  # both empty, same width
-        if self._same(pred_rows):
-            return True
-        if self.width == 1:
-            return False
-        for mapping in column_mappings(self.rows, pred_rows, self.width):
-            if mapping == tuple(range(self.width)):
-                continue  # tried first
-            if self._same([tuple(row[i] for i in mapping) for row in pred_rows]):
-                return True
-        return False
-
-    def _same(self, pred_rows: Sequence[tuple]) -> bool:
-        if self.ordered:
-            return ordered_match(self.rows, pred_rows, self.runs)
-        return multiset_equal(self.rows, pred_rows, self._counts)
-
-    @functools.cached_property
-    def _counts(self) -> Counter:
-        return Counter(self.rows)
-
 
 def _run(db: SQLDatabase, sql: str, timeout_s: float, max_rows: int) -> QueryResult:
     """``sql`` through the tool's executor, on a pooled connection of ``db``."""
@@ -168,7 +135,7 @@ def gold_result(gold_sql: str, db: "str | os.PathLike | SQLDatabase", timeout_s:
 
 @dataclass
 class MatchResult:
-    """``status``: match | mismatch | error | timeout | refused."""
+    """``status``: match | mismatch | error | timeout | refused | unwitnessed."""
 
     correct: bool
     status: str
@@ -191,7 +158,24 @@ def match(pred_sql: str, gold_sql: str, db: "str | os.PathLike | SQLDatabase", *
         return MatchResult(False, result.status, result.error, gold_rows=len(gold.rows))
     rows = normalize_rows(result.rows)
     ok = not result.more_rows and gold.matches(rows, len(result.columns))
+    if ok and not gold.rows:
+        return _empty_match(pred_sql, gold_sql, database, timeout_s)
     return MatchResult(ok, "match" if ok else "mismatch", None, len(rows), len(gold.rows))
+
+
+def _empty_match(pred_sql: str, gold_sql: str, database: SQLDatabase,
+                 timeout_s: float) -> MatchResult:
+    """Both results empty: the verdict of the witness copies (module doc)."""
+    found = witnesses(str(database.path), strip_terminator(gold_sql))
+    verdict = None if found is None else found.check(pred_sql, strip_terminator(gold_sql),
+                                                      timeout_s)
+    if verdict is None:
+        return MatchResult(False, "unwitnessed", "the gold result is empty and no populated "
+                           "copy of the database gives it a row: ungradable")
+    if not verdict:
+        return MatchResult(False, "mismatch", details={"witness": "differs from the gold on a "
+                                                                  "populated copy"})
+    return MatchResult(True, "match", details={"witness": "matches on populated copies"})
 
 
 def execution_match(pred_sql: str, gold_sql: str, db: "str | os.PathLike | SQLDatabase", *,
@@ -238,7 +222,9 @@ class SQLReward(Reward):
     ``answer`` (its SQL).  Components, all logged: ``format`` and its alias ``has_answer``,
     ``executed`` (the prediction ran), ``correct``, ``timeout``, ``gold_error`` (1 when the
     gold failed: not the policy's fault; the result then says ``infra_failed`` and the env
-    flags the trajectory).
+    flags the trajectory), ``unwitnessed`` (1 when the gold's result is empty and no
+    populated copy gives it a row: ungradable like a failing gold, ``correct`` is ``None`` and
+    the trajectory is flagged).
 
     ``engine``, ``db_dir``, ``settings``, ``cache_dir``: as for ``SQLTool``; give both the same
     values so the reward runs on the engine the policy queried.  A plain synchronous call
@@ -305,6 +291,10 @@ class SQLReward(Reward):
             parts["gold_error"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True,
                                 answer=answer, metadata={"gold_error": True}, infra_failed=True)
+        if result.status == "unwitnessed":
+            parts["unwitnessed"] = 1.0
+            return RewardResult(self.wrong_score, parts, correct=None, answered=True,
+                                answer=answer, metadata={"unwitnessed": True}, infra_failed=True)
         parts["executed"] = float(result.status in ("match", "mismatch"))
         parts["timeout"] = float(result.status == "timeout")
         parts["correct"] = float(result.correct)

@@ -7,8 +7,11 @@
 Policy specs: ``hf:PATH`` (transformers, local folder), ``vllm:PATH`` (vLLM engine in process),
 ``openai:URL`` (an OpenAI-compatible server; needs ``--model``), ``scripted:FILE`` (a JSON list
 of action strings, replayed every episode), ``oracle``/``wrong`` (each task's gold, or a fixed
-wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).  The env gets the policy's tokenizer, so ids mean
-the same on both sides (``--tokenizer`` overrides; the default is the bundled Qwen2.5).
+wrong answer, written as the env's protocol writes an answer: sanity checks, as in ``bench``).
+The env gets the policy's tokenizer, so ids mean the same on both sides (``--tokenizer``
+overrides; the default is the bundled Qwen2.5).  Your own env: ``--import MODULE`` imports the
+module that registers it.  A rerun of an interrupted command resumes it
+(``tir_envs.rollout.resume``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any
+
+from tir_envs.status import TurnStatus
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -217,5 +222,5 @@ def failure_line(traj: Any) -> str:
     failure = traj.failure
     if failure is not None:
         return " ".join(f"{failure.kind}: {failure.message}".split())[:300]
-    bad = next((t for t in traj.turns if t.status == "infra_error"), None)
+    bad = next((t for t in traj.turns if t.status == TurnStatus.INFRA_ERROR), None)
     return f"a tool failed (infra_error) at turn {bad.index}" if bad else "flagged infra_failed"

@@ -37,6 +37,7 @@ import gymnasium as gym
 
 from tir_envs.rollout.policy import Policy, SamplingParams
 from tir_envs.rollout.runner import EnvSpec, EpisodeRunner, Lockstep
+from tir_envs.status import ToolStatus
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 from tir_envs.validation import check_positive_int, check_positive_number
@@ -76,7 +77,7 @@ class RolloutStats:
         """Add a finished episode's tool calls (executed ones only) and parse errors."""
         records = [r for turn in traj.turns for r in turn.tool_results]
         self.tool_calls += traj.num_tool_calls
-        self.tool_errors += sum(bool(r.get("executed")) and r.get("status") != "ok"
+        self.tool_errors += sum(bool(r.get("executed")) and ToolStatus(r.get("status", "ok")).failed
                                 for r in records)
         self.parse_errors += traj.num_parse_errors
 
@@ -120,14 +121,17 @@ class Rollouts(list):
 @dataclass(frozen=True)
 class EpisodeJob:
     """One episode of a run: the env's reset ``options`` and ``seed``, the ``sampling`` it is
-    generated with (used as given, seed included), ``tags`` for its metadata, and the
-    ``policy`` to generate with when not the run's (e.g. one told which job it serves)."""
+    generated with (used as given, seed included), ``tags`` for its metadata, the ``policy``
+    to generate with when not the run's (e.g. one told which job it serves), and ``key``, the
+    caller's own handle on the job (a benchmark's sample), handed back by ``arun``'s
+    ``on_done`` with the trajectory."""
 
     options: dict[str, Any]
     seed: int | None = None
     sampling: SamplingParams | None = None
     tags: Mapping[str, Any] = field(default_factory=dict)
     policy: Policy | None = None
+    key: Any = None
 
 
 async def _run_async(jobs: Sequence[EpisodeJob], runner: EpisodeRunner, policy: Policy | None,
@@ -253,12 +257,14 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
                max_concurrency: int = 32, mode: str = "async",
                out: str | Path | IO[str] | None = None, progress: bool = True,
                on_trajectory: Callable[[Trajectory], None] | None = None,
-               name: str | None = None) -> Rollouts:
+               name: str | None = None,
+               on_done: Callable[[EpisodeJob, Trajectory], None] | None = None) -> Rollouts:
     """Run ``jobs`` through ``runner`` on one schedule; the trajectories in job order.
 
     What ``acollect`` does once it has made its jobs; a caller with its own per-episode
     seeds, sampling or policies (the benchmark harness) makes the jobs itself.  ``policy``:
-    the policy of every job that names none (``None``: each job names its own)."""
+    the policy of every job that names none (``None``: each job names its own).
+    ``on_done(job, trajectory)``: like ``on_trajectory``, with the job it played."""
     _check_args(1, max_concurrency, None, mode)
     if policy is None and any(job.policy is None for job in jobs):
         raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
@@ -282,6 +288,8 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
             sink.flush()
         if on_trajectory is not None:
             on_trajectory(traj)
+        if on_done is not None:
+            on_done(jobs[i], traj)
         bar.set_postfix(stats.postfix(), refresh=False)
         bar.update(1)
 

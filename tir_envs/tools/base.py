@@ -7,9 +7,12 @@ programming errors of the caller (wrong types passed by library code) raise.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from tir_envs.status import ToolStatus
+
+__all__ = ["NOT_YOUR_FAULT", "SandboxUnavailable", "Tool", "ToolResult", "ToolStatus"]
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -24,16 +27,6 @@ class SandboxUnavailable(RuntimeError):
     Raised by backends and turned into an ``INFRA_ERROR`` result by the tool, never shown to
     the caller of ``step``.
     """
-
-
-class ToolStatus(str, enum.Enum):
-    """How a tool call ended.  ``INFRA_ERROR`` is the tool's fault, never the model's."""
-
-    OK = "ok"
-    ERROR = "error"              # the model's call failed (exception, SQL error, bad args)
-    TIMEOUT = "timeout"          # ran past its wall-clock limit and was stopped
-    KILLED = "killed"            # stopped for a resource limit (memory, CPU, processes)
-    INFRA_ERROR = "infra_error"  # sandbox died, retriever down: not a model error
 
 
 @dataclass

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any, Sequence
 
 from tir_envs.viewer.pieces import TokenPieces
-from tir_envs.viewer.sources import Episode
+from tir_envs.viewer.sources import EpisodeRow
 
 
 class _Strings:
@@ -55,7 +55,7 @@ def _num(x: Any) -> float | None:
 CHUNK = 256
 
 
-def _row(i: int, ep: Episode) -> dict[str, Any]:
+def _row(i: int, ep: EpisodeRow) -> dict[str, Any]:
     t = ep.trajectory
     step = ep.extra.get("step")
     return {"i": i, "part": ep.part, "item": ep.item, "sample": ep.sample,
@@ -75,7 +75,7 @@ def _turn(turn: Any) -> dict[str, Any]:
             "status": turn.status, "calls": calls}
 
 
-def _detail(ep: Episode, pieces: TokenPieces, strings: _Strings) -> dict[str, Any]:
+def _detail(ep: EpisodeRow, pieces: TokenPieces, strings: _Strings) -> dict[str, Any]:
     t = ep.trajectory
     failure = t.metadata.get("failure") or getattr(t, "failure", None)
     return {
@@ -93,7 +93,7 @@ def _detail(ep: Episode, pieces: TokenPieces, strings: _Strings) -> dict[str, An
     }
 
 
-def page_data(episodes: Sequence[Episode], tokenizer: Any,
+def page_data(episodes: Sequence[EpisodeRow], tokenizer: Any,
               settings: dict[str, Any] | None = None, title: str = "") -> dict[str, Any]:
     """Everything the page's script reads (see ``viewer.js``)."""
     pieces, strings = TokenPieces(tokenizer), _Strings()
@@ -114,7 +114,7 @@ def _asset(name: str) -> str:
     return (resources.files("tir_envs.viewer") / "assets" / name).read_text(encoding="utf-8")
 
 
-def render_page(episodes: Sequence[Episode], tokenizer: Any,
+def render_page(episodes: Sequence[EpisodeRow], tokenizer: Any,
                 settings: dict[str, Any] | None = None, title: str = "tir-envs view") -> str:
     """The page's HTML (see the module docstring)."""
     data = page_data(episodes, tokenizer, settings, title)

@@ -6,7 +6,8 @@ Three sources hold trajectories:
   * a trajectory JSONL (``tir_envs.rollout.collect(..., out=...)``, ``write_jsonl``), one ledger
     per line;
   * a folder of such files (the GRPO trainer's rollout dumps, one file per step).
-Each becomes an :class:`Episode`: the row the run table shows plus the ledger itself.
+Each becomes an :class:`EpisodeRow`: the row the run table shows plus the ledger itself
+(named apart from the rollout runner's running ``Episode``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class ViewSourceError(ValueError):
 
 
 @dataclass
-class Episode:
+class EpisodeRow:
     """One trajectory and the facts the run table shows about it."""
 
     trajectory: Trajectory
@@ -48,7 +49,7 @@ class Episode:
         return "correct" if self.correct else "incorrect"
 
 
-def load_episodes(path: str | Path) -> tuple[list[Episode], dict[str, Any]]:
+def load_episodes(path: str | Path) -> tuple[list[EpisodeRow], dict[str, Any]]:
     """Every episode under ``path`` and the run's settings (``run.json``; empty otherwise)."""
     p = Path(path)
     if not p.exists():
@@ -59,7 +60,7 @@ def load_episodes(path: str | Path) -> tuple[list[Episode], dict[str, Any]]:
     return list(_read_file(p)), {}
 
 
-def _load_folder(folder: Path) -> tuple[list[Episode], dict[str, Any]]:
+def _load_folder(folder: Path) -> tuple[list[EpisodeRow], dict[str, Any]]:
     run_json = folder / "run.json"
     settings = json.loads(run_json.read_text(encoding="utf-8")) if run_json.is_file() else {}
     if (folder / "samples.jsonl").is_file():
@@ -84,7 +85,7 @@ def _step_of(path: Path) -> int | None:
     return int(match[1]) if match else None
 
 
-def _read_file(path: Path) -> Iterator[Episode]:
+def _read_file(path: Path) -> Iterator[EpisodeRow]:
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -98,17 +99,17 @@ def _read_file(path: Path) -> Iterator[Episode]:
                                       f"a trajectory ({exc})") from None
 
 
-def _episode(obj: dict[str, Any], where: str) -> Episode:
+def _episode(obj: dict[str, Any], where: str) -> EpisodeRow:
     if not isinstance(obj, dict):
         raise TypeError(f"a line holds a {type(obj).__name__}, not an object")
     if "trajectory" in obj:  # a benchmark sample record
         traj = Trajectory.from_dict(obj["trajectory"])
-        return Episode(traj, part=f"{obj.get('suite', '')}/{obj.get('part', '')}".strip("/"),
+        return EpisodeRow(traj, part=f"{obj.get('suite', '')}/{obj.get('part', '')}".strip("/"),
                        item=obj.get("item", ""), sample=obj.get("sample", ""),
                        correct=obj.get("correct"), gold=obj.get("gold"), source=where,
                        extra={"seed": obj.get("seed"), "task_id": obj.get("task_id")})
     traj = Trajectory.from_dict(obj)
     meta = traj.metadata
-    return Episode(traj, part=traj.env_id, item=meta.get("group", traj.task_id),
+    return EpisodeRow(traj, part=traj.env_id, item=meta.get("group", traj.task_id),
                    sample=meta.get("sample", ""), correct=traj.correct, gold=meta.get("gold"),
                    source=where, extra={"task_id": traj.task_id, "step": meta.get("step")})

@@ -34,7 +34,7 @@ import numpy as np
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from tir_envs.rollout.policy import Generation
-from tir_envs.rollout.runner import Episode as RunnerEpisode
+from tir_envs.rollout.runner import Episode
 from tir_envs.rollout.runner import EpisodeRunner
 
 from trainers.common.env_config import EnvConfig, check_same_tokenizer
@@ -44,7 +44,8 @@ from trainers.common.logs import episode_logs
 log = logging.getLogger(__name__)
 
 #: the episode the executor is running in this asyncio task (each OpenRLHF sample is a task)
-_EPISODE: contextvars.ContextVar["Episode"] = contextvars.ContextVar("tir_openrlhf_episode")
+_EPISODE: contextvars.ContextVar["OpenRLHFSample"] = contextvars.ContextVar(
+    "tir_openrlhf_episode")
 _WARNED: set[str] = set()
 
 
@@ -88,7 +89,7 @@ class _EnvTokenizer:
 class _StopEngine:
     """The vLLM engine, generating with the env's current stops and keeping each output."""
 
-    def __init__(self, engine: Any, episode: "Episode"):
+    def __init__(self, engine: Any, episode: "OpenRLHFSample"):
         self._engine, self._episode = engine, episode
 
     async def generate(self, prompt_token_ids: Any, sampling_params: Any, *args: Any,
@@ -102,15 +103,15 @@ class _StopEngine:
         return getattr(self._engine, name)
 
 
-class Episode:
-    """One OpenRLHF sample: a runner episode reset on the label's task, stepped with the ids
-    the engine produced."""
+class OpenRLHFSample:
+    """One OpenRLHF sample: a runner episode (the runner's ``Episode``, which it drives) reset
+    on the label's task, stepped with the ids the engine produced."""
 
     def __init__(self, executor: "TIRAgentExecutor", tokenizer: Any, engine: Any):
         self.executor = executor
         self.tokenizer = _EnvTokenizer(tokenizer)
         self.engine = _StopEngine(engine, self)
-        self.live: RunnerEpisode | None = None
+        self.live: Episode | None = None
         self.task: Any = None
         self.output: Any = None
 
@@ -208,7 +209,8 @@ def _logprobs(output: Any, ids: list[int]) -> list[float] | None:
 
 
 class TIRAgentInstance(AgentInstanceBase):
-    """The agent instance OpenRLHF creates per sample: the running ``Episode``'s two calls."""
+    """The agent instance OpenRLHF creates per sample: the running ``OpenRLHFSample``'s two
+    calls."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         episode = _EPISODE.get(None)
@@ -260,7 +262,7 @@ class TIRAgentExecutor(MultiTurnAgentExecutor):
                       **kwargs):
         if self._tokenizer is None:
             self._tokenizer = hf_tokenizer
-        episode = Episode(self, hf_tokenizer, llm_engine)
+        episode = OpenRLHFSample(self, hf_tokenizer, llm_engine)
         token = _EPISODE.set(episode)
         try:
             result = await super().execute(prompt, label, sampling_params, max_length,

@@ -12,10 +12,11 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from tir_envs.data.loaders import (DatasetError, check_record, expect_count,
                                     iter_located_jsonl, read_records)
+from tir_envs.data.math import adapters
 from tir_envs.formats.boxed import last_boxed_answer
 from tir_envs.task import Task
 from tir_envs.validation import check_positive_int
@@ -27,23 +28,51 @@ _LEADING_ZEROS = re.compile(r"0+\d+")
 
 @dataclass(frozen=True)
 class ShippedDataset:
-    """A benchmark file shipped in this folder and the record count it must have."""
+    """A benchmark file shipped in this folder and the record count it must have (after
+    ``adapt``, which rewrites each raw record and may drop it: ``tir_envs.data.math.adapters``).
+    ``license``: the data's license, as ``SOURCES.md`` beside the file gives it."""
 
     file: str
     count: int
     id_field: str | None
     description: str
+    license: str = ""
+    adapt: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
 
 
 MATH_DATASETS: dict[str, ShippedDataset] = {
-    "math500": ShippedDataset("math500.jsonl", 500, "unique_id", "MATH-500 (PRM800K test split)"),
-    "aime2024": ShippedDataset("aime2024.jsonl", 30, "id", "AIME 2024 I and II"),
-    "aime2025": ShippedDataset("aime2025.jsonl", 30, "id", "AIME 2025 I and II"),
-    "gsm8k": ShippedDataset("gsm8k.jsonl", 1319, None, "GSM8K test"),
+    "math500": ShippedDataset("math500.jsonl", 500, "unique_id", "MATH-500 (PRM800K test split)",
+                              "MIT"),
+    "aime2024": ShippedDataset("aime2024.jsonl", 30, "id", "AIME 2024 I and II",
+                               "MIT (simpleRL-reason); problems (c) MAA"),
+    "aime2025": ShippedDataset("aime2025.jsonl", 30, "id", "AIME 2025 I and II",
+                               "Apache-2.0 (AReaL); problems (c) MAA"),
+    "gsm8k": ShippedDataset("gsm8k.jsonl", 1319, None, "GSM8K test", "MIT"),
+    "amc23": ShippedDataset("amc23.jsonl", 40, "id", "AMC 2023 12A and 12B (AI-MO numbering)",
+                            "MIT (simpleRL-reason, Qwen2.5-Math eval); problems (c) MAA",
+                            adapters.amc23),
+    "minerva_math": ShippedDataset("minerva_math.jsonl", 272, "idx",
+                                   "Minerva Math (MIT OCW courses)",
+                                   "MIT (repositories); OCW content CC BY-NC-SA 4.0"),
+    "olympiadbench": ShippedDataset("olympiadbench.jsonl", 675, "id",
+                                    "OlympiadBench, English math, open-ended, text-only",
+                                    "MIT (OlympiadBench, (c) 2024 OpenBMB)",
+                                    adapters.olympiadbench),
+    "hmmt_feb2025": ShippedDataset("hmmt_feb2025.jsonl", 30, "id",
+                                   "HMMT February 2025 individual rounds",
+                                   "MIT (matharena, (c) 2024 SRI Lab ETH Zurich); problems (c) "
+                                   "HMMT; MathArena's later release is CC BY-NC-SA 4.0"),
+    "theoremqa": ShippedDataset("theoremqa.jsonl", 747, "id",
+                                "TheoremQA test, the 747 questions without a figure",
+                                "MIT (TIGER-AI-Lab/TheoremQA)", adapters.theoremqa),
+    "theoremqa_all": ShippedDataset("theoremqa.jsonl", 800, "id",
+                                    "TheoremQA test, all 800 (53 need a figure not shipped)",
+                                    "MIT (TIGER-AI-Lab/TheoremQA)", adapters.theoremqa_all),
 }
 _ALIASES = {"math-500": "math500", "math_500": "math500", "aime24": "aime2024",
             "aime25": "aime2025", "aime_2024": "aime2024", "aime_2025": "aime2025",
-            "gsm8k_test": "gsm8k"}
+            "gsm8k_test": "gsm8k", "amc": "amc23", "minerva": "minerva_math",
+            "hmmt": "hmmt_feb2025", "hmmt_feb_2025": "hmmt_feb2025"}
 
 
 def shipped_path(name: str) -> Path:
@@ -166,8 +195,10 @@ def record_to_task(record: Any, where: str, index: int, dataset: str = "",
 def _load_shipped(key: str) -> tuple[Task, ...]:
     spec = MATH_DATASETS[key]
     path = Path(__file__).with_name(spec.file)
+    records = ((where, spec.adapt(rec) if spec.adapt else rec)
+               for where, rec in _located_records(path, "test"))
     tasks = [record_to_task(rec, where, i, key, id_field=spec.id_field)
-             for i, (where, rec) in enumerate(_located_records(path, "test"))]
+             for i, (where, rec) in enumerate((w, r) for w, r in records if r is not None)]
     expect_count(tasks, spec.count, f"{path} ({spec.description})")
     return tuple(tasks)
 
@@ -177,8 +208,9 @@ def load_math_tasks(source: str | Path = "math500", *, split: str = "test",
                     limit: int | None = None, **hf_kwargs: Any) -> list[Task]:
     """Tasks from a shipped benchmark name, a ``.jsonl``/``.parquet`` file, or an HF dataset.
 
-    Shipped names: ``math500``, ``aime2024``, ``aime2025``, ``gsm8k`` (sizes checked: 500, 30,
-    30, 1319).  ``question_field``/``answer_field`` name the fields when they are not the usual
+    Shipped names: ``math500``, ``aime2024``, ``aime2025``, ``gsm8k``, ``amc23``,
+    ``minerva_math``, ``olympiadbench``, ``hmmt_feb2025``, ``theoremqa`` (text-only;
+    ``theoremqa_all`` with the figure questions); sizes checked (``MATH_DATASETS``).  ``question_field``/``answer_field`` name the fields when they are not the usual
     ones.  ``limit`` keeps the first ``limit`` tasks.
     """
     check_positive_int(limit=limit, allow_none=True)

@@ -1,5 +1,10 @@
 """Answers that hedge: several candidates offered as one answer, so that one of them may hit.
 
+First, an answer may hold only what an answer of the gold's type may hold
+(``allowed.refusal``: an allow-list, so a form nobody listed, ``41 \\to 42`` or
+``\\cancel{41} 42``, is refused, not paid).  The rules below then judge answers made only of
+allowed parts, where the parts themselves are honest but their arrangement hedges.
+
 A policy that boxes ``41 \\lor 42``, ``41 \\text{ or } 42``, ``40 \\le x \\le 45``,
 ``42 \\pm 1`` or ``41 = 42`` has not answered; Math-Verify reads several of these as their last
 part (``\\lor``, ``\\vee``, ``||``, an equality chain) and would pay them.  Here they are found
@@ -34,6 +39,7 @@ import functools
 import re
 from fractions import Fraction
 
+from tir_envs.rewards.math.allowed import refusal
 from tir_envs.rewards.math.normalize import as_rational, light_normalize
 
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
@@ -59,9 +65,8 @@ _RELATION_SPLIT = re.compile(r"(?<![<>!\\])=(?!=)")
 _APPROX = re.compile(r"\\(?:approx|sim|simeq|thickapprox|thicksim)(?![A-Za-z])|≈")
 _CHAIN_SPLIT = re.compile(_RELATION_SPLIT.pattern + "|" + _APPROX.pattern)
 _NEAR = Fraction(1, 100)  # sides of an approximation further apart than this are two answers
-# What every hedge above contains: an answer without any of it (most: plain numbers,
-# fractions) skips the individual rules.
-_MAYBE = re.compile(r"[\\<>|=±∓≤≥≠∨≈∪]|or", re.IGNORECASE)
+# An answer of digits and arithmetic only (most: plain numbers) skips the rules below.
+_PLAIN = re.compile(r"[0-9 .+\-*/^()]*")
 
 
 def _words(answer: str) -> str:
@@ -146,6 +151,10 @@ def hedge_reason(pred: str, gold: str, gold_is_list: bool) -> str | None:
     A disjunction against a list gold is not a hedge: the caller reads it with ``as_list``."""
     if _box_beside_text(pred) and not _BOX_INSIDE.search(gold):
         return "hedge: a box beside other text (the answer is the whole box)"
+    refused = refusal(pred, gold, gold_is_list, bool(
+        _INTERVAL_GOLD.search(gold) or _RANGE.search(gold) or _PAIR.search(gold)))
+    if refused:
+        return refused
     single = not (gold_is_list or _INTERVAL_GOLD.search(gold) or _PAIR.search(gold)
                   or _RANGE.search(gold))
     if has_disjunction(pred) and not gold_is_list and not has_disjunction(gold):
@@ -167,7 +176,7 @@ def read_pair(pred: str, gold: str, gold_is_list: bool) -> tuple[str, str, str |
     """``(pred, gold, reason)``: ``reason`` says why ``pred`` is a hedge (it is then wrong);
     otherwise disjunctions are read as lists where the gold is a list or set
     (``x = 1 \\text{ or } x = -2`` against ``1, -2``), or itself a disjunction."""
-    if not _MAYBE.search(pred):
+    if _PLAIN.fullmatch(pred):
         return pred, as_list(gold) if has_disjunction(gold) else gold, None
     reason = hedge_reason(pred, gold, gold_is_list)
     if reason:

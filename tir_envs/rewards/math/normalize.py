@@ -63,7 +63,8 @@ def _strip_answer_words(s: str) -> str:
 @functools.lru_cache(maxsize=8192)  # answers repeat across a GRPO group; keys are <= 4000 chars
 def prepare_answer(answer: str) -> str:
     """``answer`` as the grader reads it (see the module docstring); values never change."""
-    s = code_to_latex(answer.strip())
+    # words first too: code rules would read "Answer: 12" as an assignment
+    s = code_to_latex(_strip_answer_words(answer.strip()))
     s = _strip_answer_words(s)
     m = _GROUPED_ASSIGNMENT.fullmatch(s)
     if m:

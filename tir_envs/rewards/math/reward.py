@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.status import ToolStatus
 from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
-from tir_envs.rewards.math.pool import TIMEOUT, Grade, GraderPool, default_pool
+from tir_envs.rewards.math.forms import form_correct, strip_unit
+from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
 EXTRACTIONS = ("boxed", "fallback")
-_FAILED = {"error", "timeout", "killed"}
+_FAILED = frozenset({ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.KILLED})
 
 
 def gold_text(answer: Any) -> str:
@@ -50,7 +52,8 @@ def execution_failures(trajectory) -> int:
     n = 0
     for turn in trajectory.turns:
         for r in turn.tool_results:
-            if r.get("status") in _FAILED and not r.get("exhausted") and not r.get("parse_error"):
+            failed = ToolStatus(r.get("status", "ok")) in _FAILED
+            if failed and not r.get("exhausted") and not r.get("parse_error"):
                 n += 1
     return n
 
@@ -101,6 +104,20 @@ class MathReward(Reward):
     def grade(self, answer: str | None, gold: Any) -> Grade:
         return (self.grader or default_pool()).grade(answer, gold_text(gold))
 
+    def grade_task(self, answer: str | None, task) -> Grade:
+        """``grade`` against the task's gold, by the task's ``answer_form`` when it has one and
+        without its ``unit`` (``tir_envs.rewards.math.forms``)."""
+        meta = getattr(task, "meta", None) or {}
+        if answer is not None and meta.get("unit"):
+            bare = strip_unit(str(answer), meta["unit"])
+            answer = answer if bare == str(answer) else bare  # a unit stripped: one value
+        form = meta.get("answer_form")
+        if form is None or answer is None:
+            return self.grade(answer, task.answer)
+        ok = form_correct(str(answer), gold_text(task.answer), form,
+                          lambda p, g: self.grade(p, g).correct)
+        return Grade(ok, QUICK, detail=f"answer_form {form}")
+
     def __call__(self, task, trajectory, actions: Sequence[str],
                  answer: str | None = None) -> RewardResult:
         """Offline grading of action texts.  ``answer`` overrides the extraction
@@ -114,7 +131,7 @@ class MathReward(Reward):
         if task.answer is None:
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
                                 answered=answer is not None, answer=answer, metadata=record)
-        grade = self.grade(answer, task.answer)
+        grade = self.grade_task(answer, task)
         outcome = self.correct_reward if grade.correct else self.wrong_reward
         parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
                  "outcome": outcome}

@@ -5,7 +5,8 @@ Backends: the local pool of pre-forked interpreters (default), E2B (``e2b`` extr
 actors (``ray`` extra).
 """
 
-from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable, make_backend
+from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
+from tir_envs.tools.python.backends import make_backend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.python.local import LocalBackend

@@ -9,13 +9,13 @@ Restarting after a lost interpreter is the tool's job, so every backend behaves 
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping
+from typing import Any
 
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.base import SandboxUnavailable
 
-__all__ = ["SandboxBackend", "SandboxUnavailable", "make_backend"]
+__all__ = ["SandboxBackend", "SandboxUnavailable"]
 
 
 class SandboxBackend(abc.ABC):
@@ -47,32 +47,3 @@ class SandboxBackend(abc.ABC):
 
     def shutdown(self) -> None:
         """Release process-wide resources; idempotent."""
-
-
-def make_backend(spec: Any, **options: Any) -> SandboxBackend:
-    """``"local"`` / ``"e2b"`` / ``"ray"`` (with ``options``), a mapping of a name and its options
-    (``{"name": "ray", "num_hosts": 4, "actor_options": {...}}``: what JSON settings such as an
-    adapter's env kwargs can carry), or a ready backend object."""
-    if isinstance(spec, Mapping):
-        if not isinstance(spec.get("name"), str):
-            raise ValueError(f"a backend mapping needs its 'name' ('local', 'e2b' or 'ray') "
-                             f"next to its options, e.g. {{'name': 'ray', 'num_hosts': 4}}; "
-                             f"got {dict(spec)!r}")
-        given = {k: v for k, v in spec.items() if k != "name"}
-        return make_backend(spec["name"], **{**given, **options})
-    if isinstance(spec, SandboxBackend):
-        if options:
-            raise ValueError(f"backend options {sorted(options)} only apply when backend is a "
-                             "name; configure the backend object instead")
-        return spec
-    if spec == "local":
-        from tir_envs.tools.python.local import LocalBackend
-        return LocalBackend(**options)
-    if spec == "e2b":
-        from tir_envs.tools.python.e2b import E2BBackend
-        return E2BBackend(**options)
-    if spec == "ray":
-        from tir_envs.tools.python.ray_backend import RayBackend
-        return RayBackend(**options)
-    raise ValueError(f"backend must be 'local', 'e2b', 'ray' or a SandboxBackend instance, "
-                     f"got {spec!r}")

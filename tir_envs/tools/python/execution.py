@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tir_envs.tools.base import ToolResult, ToolStatus
-from tir_envs.tools.python.sandbox.capture import escape_controls, truncate_text
+from tir_envs.tools.python.sandbox.capture import truncate_text
+from tir_envs.untrusted import escape_controls
 
 LOST_STATE_NOTE = "The interpreter has been reset: variables from earlier calls are gone."
 META_LINE_CHARS = 200     # the error's last line as kept in metadata (the text has it whole)

@@ -9,7 +9,8 @@ from typing import Any
 import logging
 
 from tir_envs.tools.base import SandboxUnavailable, Tool, ToolResult, ToolStatus
-from tir_envs.tools.python.backend import SandboxBackend, make_backend
+from tir_envs.tools.python.backend import SandboxBackend
+from tir_envs.tools.python.backends import make_backend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 

@@ -16,8 +16,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("index", help="build and query search indexes")
     sub = parser.add_subparsers(dest="index_command", metavar="ACTION", required=True)
 
-    build = sub.add_parser("build", help="index a JSONL corpus ('id' + 'contents', or "
-                                         "'title' + 'text', per line)")
+    build = sub.add_parser("build", help="index a corpus: JSONL ('id' + 'contents', or "
+                                         "'title' + 'text', per line; .gz too) or Parquet")
     build.add_argument("--corpus", required=True,
                        help="JSONL corpus; 'hotpotqa' for the shipped HotpotQA paragraphs")
     build.add_argument("--out", required=True, help="index folder to create")
@@ -25,6 +25,10 @@ def add_parser(subparsers) -> None:
                        help="auto: lucene if Java 21 is available, else bm25 (default)")
     build.add_argument("--threads", type=int, default=1, help="indexing threads (lucene)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    build.add_argument("--skip-bad", action="store_true",
+                       help="skip (and count) bad records instead of stopping at the first")
+    build.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    build.add_argument("--memory-mb", type=int, help="lucene: Java heap cap (-Xmx) in MiB")
     build.add_argument("--model", help="dense: local sentence-embedding model folder")
     build.add_argument("--pooling", choices=["mean", "cls"], help="dense: pooling (default: "
                        "the model folder's sentence-transformers setting, else mean)")
@@ -54,14 +58,20 @@ def _build(args: argparse.Namespace) -> int:
         from tir_envs.tools.search.hotpotqa import hotpotqa_corpus
         corpus = hotpotqa_corpus()
     backend = auto_backend() if args.backend == "auto" else args.backend
-    options: dict = {}
+    options: dict = {"skip_bad": args.skip_bad, "progress": not args.no_progress}
     if backend == "lucene":
-        options = {"threads": args.threads}
+        options.update(threads=args.threads, memory_mb=args.memory_mb)
     elif backend == "dense":
-        options = {"model": args.model, "pooling": args.pooling, "device": args.device,
+        options |= {"model": args.model, "pooling": args.pooling, "device": args.device,
                    "query_prefix": args.query_prefix, "passage_prefix": args.passage_prefix}
     out = build_index(corpus, args.out, backend=backend, overwrite=args.overwrite, **options)
-    print(json.dumps({"index": str(out), **(read_manifest(out) or {})}))
+    manifest = read_manifest(out) or {}
+    if not args.no_progress:
+        print(f"built {out}: {manifest.get('num_docs')} documents, "
+              f"{manifest.get('skipped', 0)} skipped, {manifest.get('build_seconds')} s, "
+              f"peak RSS {manifest.get('peak_rss_mb')} MiB (indexer process "
+              f"{manifest.get('peak_rss_children_mb', 0)} MiB)", file=sys.stderr)
+    print(json.dumps({"index": str(out), **manifest}))
     return 0
 
 

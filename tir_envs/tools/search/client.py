@@ -5,7 +5,9 @@ Speaks the Search-R1 retrieval-server protocol: ``POST /retrieve`` with
 ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``, so it also works
 against Search-R1's own server.  Standard library only; each thread keeps one keep-alive
 connection.  A server that is down or answers garbage raises ``RetrieverError``
-(an infrastructure failure, never the model's fault).
+(an infrastructure failure, never the model's fault); one that does not answer within
+``timeout_s`` raises ``RetrieverTimeout``, one that is overloaded (503) ``RetrieverOverloaded``.
+Neither is retried: a retry would only add load to a server that is already behind.
 """
 
 from __future__ import annotations
@@ -16,13 +18,26 @@ import threading
 import urllib.parse
 from typing import Any, Sequence
 
-from tir_envs.tools.search.retriever import Hit, Retriever, RetrieverError, check_k
+from tir_envs.tools.search.retriever import (Hit, Retriever, RetrieverError,
+                                             RetrieverOverloaded, RetrieverTimeout, check_k)
+
+
+def _reason(data: bytes) -> str:
+    """The ``reason`` of a JSON error body, else its first bytes."""
+    try:
+        body = json.loads(data)
+        return str(body.get("reason") or body.get("error"))
+    except (json.JSONDecodeError, AttributeError):
+        return data[:300].decode(errors="replace")
 
 
 class HttpRetriever(Retriever):
     """Client of the retrieval server at ``url`` (e.g. ``http://127.0.0.1:8000``)."""
 
     backend = "http"
+    #: threads for ``asearch``: each mostly waits on its socket, and one thread per concurrent
+    #: search lets 64 rollouts share a server without queueing in the client
+    async_workers = 64
 
     def __init__(self, url: str, timeout_s: float = 30.0):
         parts = urllib.parse.urlsplit(url)
@@ -55,6 +70,11 @@ class HttpRetriever(Retriever):
                 conn.request(method, self._base + path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+            except TimeoutError as exc:
+                conn.close()
+                self._local.conn = None
+                raise RetrieverTimeout(f"retrieval server {self.url} did not answer within "
+                                       f"{self.timeout_s:g} s") from exc
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
                 self._local.conn = None
@@ -62,6 +82,9 @@ class HttpRetriever(Retriever):
                     raise RetrieverError(f"retrieval server {self.url} is unreachable: "
                                          f"{type(exc).__name__}: {exc}") from exc
                 continue
+            if resp.status == 503:
+                raise RetrieverOverloaded(f"retrieval server {self.url} is overloaded: "
+                                          f"{_reason(data)}")
             if resp.status != 200:
                 raise RetrieverError(f"retrieval server {self.url} answered {resp.status}: "
                                      f"{data[:300].decode(errors='replace')}")

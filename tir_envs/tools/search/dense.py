@@ -154,10 +154,11 @@ def _faiss_index(embeddings: np.ndarray):
 def build_dense_index(corpus: str | Path, out: str | Path, model: str | Path,
                       pooling: str | None = None, query_prefix: str = "",
                       passage_prefix: str = "", max_length: int = 256, batch_size: int = 64,
-                      device: str = "cpu", overwrite: bool = False) -> Path:
+                      device: str = "cpu", overwrite: bool = False, skip_bad: bool = False,
+                      progress: bool = False) -> Path:
     """Embed the JSONL ``corpus`` with the local encoder ``model`` into the folder ``out``."""
     start = time.perf_counter()
-    docs = list(iter_corpus(corpus))
+    docs = list(iter_corpus(corpus, skip_bad=skip_bad, progress=progress))
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size,
                       device=device)
     embeddings = encoder.encode([passage_prefix + d["contents"] for d in docs])

@@ -10,14 +10,16 @@ including pyserini's prebuilt Wikipedia BM25 indexes.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from tir_envs.tools.search import jvm
-from tir_envs.tools.search.corpus import building, iter_corpus, write_jsonl, write_manifest
+from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, iter_corpus,
+                                          peak_rss_mb, write_manifest, write_shards)
 from tir_envs.tools.search.retriever import (Hit, Retriever, RetrieverError, check_k,
                                              contents_from_raw)
 
@@ -84,30 +86,63 @@ class LuceneRetriever(Retriever):
 
 
 def build_lucene_index(corpus: str | Path, out: str | Path, threads: int = 1,
-                       overwrite: bool = False, store_docvectors: bool = False) -> Path:
-    """Index the JSONL ``corpus`` into the Lucene folder ``out`` (positions and raw stored).
+                       overwrite: bool = False, store_docvectors: bool = False,
+                       skip_bad: bool = False, progress: bool = False,
+                       memory_mb: int | None = None) -> Path:
+    """Index the ``corpus`` (JSONL or Parquet) into the Lucene folder ``out``.
 
-    ``store_docvectors`` keeps per-document term vectors (needed for RM3 query expansion).
-    Returns ``out``.  Fails, leaving ``out`` untouched, if any document is not indexed.
+    The corpus is streamed once into ``threads`` normalised JSONL shards (Anserini runs one
+    indexing thread per file), then Anserini's ``IndexCollection`` indexes them with positions
+    and raw documents stored.  ``store_docvectors`` keeps per-document term vectors (needed
+    for RM3).  ``skip_bad`` skips and counts bad records; ``progress`` draws a bar on stderr;
+    ``memory_mb`` caps the Java heap (``-Xmx``).  Everything is written in a scratch folder
+    renamed to ``out`` at the end: an interrupted build leaves no index.  Returns ``out``.
     """
     java, jar = jvm.java_executable(), jvm.anserini_jar()
-    out = Path(out)
+    out, threads = Path(out), max(1, int(threads))
     start = time.perf_counter()
-    with building(out, overwrite) as tmp, \
-            tempfile.TemporaryDirectory(dir=out.parent, prefix=".collection-") as coll:
-        n = write_jsonl(iter_corpus(corpus), Path(coll) / "docs.jsonl")
-        cmd = [java, "-Xrs", "-cp", jar, "io.anserini.index.IndexCollection",
+    stats = CorpusStats()
+    with building(out, overwrite) as tmp:
+        coll, index_dir = tmp / "_collection", tmp / "_index"
+        n = write_shards(iter_corpus(corpus, skip_bad, stats, progress), coll, threads)
+        if n == 0:
+            raise RetrieverError(f"{corpus} has no usable document ({stats.skipped} skipped)")
+        read_s = time.perf_counter() - start
+        if progress:
+            print(f"indexing {n:,} documents with Lucene ({threads} threads)...",
+                  file=sys.stderr, flush=True)
+        heap = [f"-Xmx{int(memory_mb)}m"] if memory_mb else []
+        cmd = [java, "-Xrs", *heap, "-cp", jar, "io.anserini.index.IndexCollection",
                "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-               "-threads", str(max(1, threads)), "-input", coll, "-index", str(tmp),
+               "-threads", str(threads), "-input", str(coll), "-index", str(index_dir),
                "-storePositions", "-storeRaw"] + (["-storeDocvectors"] if store_docvectors else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              preexec_fn=die_with_parent)
         log = proc.stdout + proc.stderr
         m = re.search(r"indexed:\s+([\d,]+)", log)
         indexed = int(m.group(1).replace(",", "")) if m else -1
         if proc.returncode != 0 or indexed != n:
             raise RetrieverError(f"Lucene indexing of {corpus} failed (exit {proc.returncode}, "
                                  f"{indexed} of {n} documents indexed):\n{log[-2000:]}")
+        shutil.rmtree(coll)
+        for item in index_dir.iterdir():
+            item.rename(tmp / item.name)
+        index_dir.rmdir()
         write_manifest(tmp, backend="lucene", num_docs=n, corpus=str(corpus), k1=K1, b=B,
+                       threads=threads, skipped=stats.skipped, skipped_examples=stats.errors,
+                       read_seconds=round(read_s, 2),
                        build_seconds=round(time.perf_counter() - start, 2),
+                       index_bytes=folder_bytes(tmp), **peak_rss_mb(),
                        anserini_jar=Path(jar).name)
     return out
+
+
+def die_with_parent() -> None:
+    """In the ``java`` child: be killed when the building process dies (even by SIGKILL), so
+    no orphan indexer keeps writing into a scratch folder the next build will remove."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: an orphan indexer only wastes time; the rename still guards

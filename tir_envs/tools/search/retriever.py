@@ -23,6 +23,14 @@ class RetrieverError(RuntimeError):
     """The retriever itself failed (index missing, JVM or server down): infrastructure."""
 
 
+class RetrieverTimeout(RetrieverError):
+    """The retriever did not answer in time (an overloaded or stuck server): infrastructure."""
+
+
+class RetrieverOverloaded(RetrieverError):
+    """The retrieval server refused the request because its queue is full (HTTP 503)."""
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved document: id, score and ``contents`` (title line, then text)."""

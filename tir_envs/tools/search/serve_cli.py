@@ -1,14 +1,15 @@
 """``tir-envs serve retrieval --index idx/``: share one index over HTTP (see ``server.py``).
 
-The arguments are declared here and the server imported only when it runs, so building the
-command line (``tir-envs --help``) does not load asyncio and the HTTP stack.
+The arguments are declared in ``serve_args`` (which the server's own ``main`` reads too) and the
+server imported only when it runs, so building the command line (``tir-envs --help``) does not
+load asyncio and the HTTP stack.
 """
 
 from __future__ import annotations
 
 import argparse
 
-LOOPBACK = "127.0.0.1"
+from tir_envs.tools.search.serve_args import add_arguments
 
 
 def add_parser(subparsers) -> None:
@@ -18,18 +19,6 @@ def add_parser(subparsers) -> None:
                                                  "(POST /retrieve, GET /health)")
     add_arguments(retrieval)
     retrieval.set_defaults(func=_run)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--index", required=True,
-                        help="index folder (built by `tir-envs index build`, or any Lucene index)")
-    parser.add_argument("--host", default=LOOPBACK,
-                        help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    parser.add_argument("--topk", type=int, default=3, help="documents per query by default")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="search threads per batch (Lucene backend)")
-    parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)
 
 
 def _run(args: argparse.Namespace) -> int:

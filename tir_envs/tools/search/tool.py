@@ -15,7 +15,7 @@ from typing import Any, Callable, Union
 
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.tools.search.formatting import format_hits
-from tir_envs.tools.search.retriever import Retriever, check_k
+from tir_envs.tools.search.retriever import Retriever, RetrieverTimeout, check_k
 
 RetrieverSource = Union[Retriever, str, Path, Callable[[], Retriever]]
 
@@ -55,9 +55,10 @@ class SearchTool(Tool):
         try:
             retriever = self._retriever or await asyncio.to_thread(lambda: self.retriever)
             hits = await asyncio.wait_for(retriever.asearch(query, self.topk), self.timeout_s)
-        except asyncio.TimeoutError:
-            return ToolResult.infra(f"the search engine did not answer within "
-                                    f"{self.timeout_s:g} s", timeout=True)
+        except (asyncio.TimeoutError, RetrieverTimeout) as exc:
+            what = str(exc) if isinstance(exc, RetrieverTimeout) else \
+                f"the search engine did not answer within {self.timeout_s:g} s"
+            return ToolResult.infra(what, timeout=True)
         except Exception as exc:  # noqa: BLE001 - any retriever failure is infrastructure
             return ToolResult.infra(f"the search engine failed ({type(exc).__name__}: {exc})")
         return ToolResult(format_hits(hits), ToolStatus.OK,

@@ -72,6 +72,12 @@ def connect_sqlite(path: str | os.PathLike) -> sqlite3.Connection:
     uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
     con = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None,
                           factory=GuardedConnection)
+    return guard(con)
+
+
+def guard(con: "GuardedConnection") -> "GuardedConnection":
+    """Layers 2–4 on an open connection: query-only, no attachments, capped values, the
+    read-only authorizer and the deadline check (also for in-memory copies of a database)."""
     con.execute("PRAGMA query_only = 1")
     con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
     con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)

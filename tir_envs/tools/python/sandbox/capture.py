@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
-
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def marker(dropped: int) -> str:
@@ -23,12 +20,6 @@ def marker(dropped: int) -> str:
 def sanitize(text: str) -> str:
     """Replace lone surrogates so the text always encodes as UTF-8."""
     return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def escape_controls(text: str) -> str:
-    """Show control characters other than newline and tab as ``\\xNN`` (NUL, ANSI escape
-    sequences and carriage returns must not reach a model's context or a terminal raw)."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def truncate_text(text: str, limit: int) -> tuple[str, int]:

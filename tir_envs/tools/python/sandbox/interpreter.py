@@ -22,6 +22,25 @@ import types
 from . import capture, jail, protocol
 
 
+#: CPython 3.11.0–3.11.7 and 3.12.0–3.12.1 keep one AST-construction depth counter per
+#: interpreter (python/cpython#106905): an ``ast.parse`` in another thread, or in a finalizer the
+#: garbage collector runs while a tree is being built, makes a correct parse fail with
+#: ``SystemError: AST constructor recursion depth mismatch``.  A cell's own threads can do that
+#: to the next cell.  Parsing is pure, so that one failure is retried.
+AST_RETRIES = 8
+
+
+def parse_source(code: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse`` that survives CPython's AST-constructor race (``AST_RETRIES``)."""
+    for attempt in range(AST_RETRIES):
+        try:
+            return ast.parse(code, filename, mode)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc) or attempt == AST_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 class CPULimitExceeded(BaseException):
     """Raised in the cell when the session's CPU-seconds limit is reached.
 
@@ -108,7 +127,7 @@ class Interpreter:
 
     # --------------------------------------------------------------- running
     def _compile(self, code: str, filename: str):
-        tree = ast.parse(code, filename, "exec")
+        tree = parse_source(code, filename, "exec")
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)

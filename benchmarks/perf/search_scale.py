@@ -1,0 +1,307 @@
+"""Search at growing corpus sizes: Lucene and bm25s side by side, measured, then projected.
+
+A synthetic corpus stands in for Wikipedia: passages of 100 words (wiki-18's passage size),
+words drawn from a Zipf law whose exponent and vocabulary growth (Heaps' law) are fitted to the
+10,785 HotpotQA paragraphs the package ships; the most frequent ranks are those paragraphs' own
+words (so stopwords and common terms behave as in real text), rarer ranks synthetic words.  The
+gold supporting paragraphs of ``QUESTIONS`` shipped HotpotQA questions are planted at random
+positions, so recall@k of the golds stays measurable at every size (an optimistic recall:
+synthetic passages share only vocabulary statistics with the questions, not topics).
+
+For each size and backend, in a child process of its own (so peak RSS is that backend's):
+  * ``build_s``, ``index_mb``, ``build_peak_rss_mb`` (Python + the ``java`` indexer);
+  * ``single_qps`` and ``p50_ms``/``p99_ms``: one ``search(q, 10)`` after another, one thread,
+    after a warm-up (the JVM's JIT); ``single_qps_median`` = 1000 / p50 (what a core that is
+    not shared would sustain: on a loaded machine the mean is dominated by preemptions);
+    ``batch_qps``: one ``batch_search`` of all queries;
+  * ``recall@1/5/10`` of the planted golds; ``serve_peak_rss_mb``: the searching process;
+    ``baseline_rss_mb``: that process before it built anything (interpreter and QA data).
+Then, over the largest Lucene index, the retrieval server under 64 and 256 concurrent
+clients: one worker, one with request batching, two worker processes (``server_load``: q/s, p50/p99, the queueing
+floor, mean batch, errors, wrong answers).
+Then ``growth_per_10x`` (each figure's ratio 10k → 100k) and a power-law projection to 1 M and
+21 M passages (wiki-18), labelled ``projected``: figures measured here at 10k and 100k only.
+
+    python benchmarks/perf/search_scale.py [--sizes 10000 100000] [--threads 2]
+    PERF_QUICK=1 python benchmarks/perf/search_scale.py      # 2,000 passages, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from benchmarks.perf.search import recall  # noqa: E402
+
+K = 10
+WORDS_PER_PASSAGE = 100  # wiki-18 (DPR) splits Wikipedia into 100-word passages
+WIKI18_PASSAGES = 21_015_324
+QUESTIONS = pick(300, 30)
+_WORD = re.compile(r"\w+")
+
+
+def fit_text_model() -> dict:
+    """Zipf exponent, Heaps' law and ranked vocabulary of the shipped HotpotQA paragraphs."""
+    from tir_envs.data.qa import hotpotqa_paragraphs
+    tokens = [w.lower() for d in hotpotqa_paragraphs() for w in _WORD.findall(d["text"])]
+    counts = collections.Counter(tokens)
+    ranked = [w for w, _ in counts.most_common()]
+    freq = np.array([counts[w] for w in ranked], dtype=float)
+    ranks = np.arange(1, len(freq) + 1)
+    sel = slice(9, min(5000, len(freq)))  # the straight part of the log-log curve
+    zipf_s = -np.polyfit(np.log(ranks[sel]), np.log(freq[sel]), 1)[0]
+    seen, n_points, distinct = set(), [], []
+    for i, w in enumerate(tokens, 1):  # vocabulary size as the text grows: V = k * N^beta
+        seen.add(w)
+        if i % 20_000 == 0:
+            n_points.append(i)
+            distinct.append(len(seen))
+    beta, log_k = np.polyfit(np.log(n_points), np.log(distinct), 1)
+    return {"zipf_s": float(zipf_s), "heaps_k": float(math.exp(log_k)), "heaps_beta": float(beta),
+            "sample_tokens": len(tokens), "sample_vocabulary": len(ranked), "ranked": ranked}
+
+
+def synthetic_word(rank: int) -> str:
+    """A letters-only word for a rank beyond the sample's vocabulary (stable, unique)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+    out = ""
+    while True:
+        rank, r = divmod(rank, len(letters))
+        out += letters[r]
+        if rank == 0:
+            return "q" + out + "o"
+
+
+def write_corpus(path: Path, size: int, model: dict, golds: list[dict], seed: int = 0) -> None:
+    """``size`` passages as FlashRAG JSONL: ``len(golds)`` planted, the rest synthetic."""
+    rng = np.random.default_rng(seed)
+    n_syn = size - len(golds)
+    vocab = int(model["heaps_k"] * (n_syn * WORDS_PER_PASSAGE) ** model["heaps_beta"])
+    vocab = max(vocab, 1000)
+    weights = 1.0 / np.arange(1, vocab + 1) ** model["zipf_s"]
+    cdf = np.cumsum(weights / weights.sum())
+    ranked = model["ranked"]
+    words = np.array([ranked[i] if i < len(ranked) else synthetic_word(i)
+                      for i in range(vocab)], dtype=object)
+    gold_at = dict(zip(rng.choice(size, len(golds), replace=False).tolist(), golds))
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(size):
+            if i in gold_at:
+                doc = gold_at[i]
+                contents = f'"{doc["title"]}"\n{doc["text"]}'
+            else:
+                ids = np.searchsorted(cdf, rng.random(WORDS_PER_PASSAGE + 3))
+                ids = np.minimum(ids, vocab - 1)
+                title = " ".join(words[ids[:3]]).title()
+                contents = f'"{title}"\n' + " ".join(words[ids[3:]])
+            f.write(json.dumps({"id": f"p{i}", "contents": contents}, ensure_ascii=False) + "\n")
+
+
+def questions_and_golds() -> tuple[list, list[dict]]:
+    from tir_envs.data.qa import hotpotqa_paragraphs, load_qa
+    tasks = load_qa("hotpotqa_distractor")[:QUESTIONS]
+    by_title = {d["title"]: d for d in hotpotqa_paragraphs()}
+    titles = sorted({t for task in tasks for t in task.meta["supporting_titles"]})
+    return tasks, [by_title[t] for t in titles if t in by_title]
+
+
+def rss_mb(who: int) -> float:
+    return round(resource.getrusage(who).ru_maxrss / 1024, 1)
+
+
+def one_backend(backend: str, corpus: Path, out: Path, threads: int) -> dict:
+    """Build and measure one backend (run in a child process: its peak RSS is its own)."""
+    from tir_envs.tools.search import build_index, open_retriever
+    from tir_envs.tools.search.corpus import read_manifest
+    tasks, _ = questions_and_golds()
+    queries = [t.question for t in tasks]
+    baseline = rss_mb(resource.RUSAGE_SELF)  # the interpreter, numpy and the QA data
+    t0 = time.perf_counter()
+    options = {"threads": threads} if backend == "lucene" else {}
+    build_index(corpus, out, backend=backend, **options)
+    build_s = time.perf_counter() - t0
+    manifest = read_manifest(out) or {}
+    build_rss = max(rss_mb(resource.RUSAGE_SELF), rss_mb(resource.RUSAGE_CHILDREN))
+    with open_retriever(out) as r:
+        for _ in range(pick(3, 1)):  # warm-up: the JVM's JIT, caches
+            r.batch_search(queries, K)
+        latencies = []
+        for q in queries * pick(3, 1):
+            t = time.perf_counter()
+            r.search(q, K)
+            latencies.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        results = r.batch_search(queries, K)
+        batch_qps = len(queries) / (time.perf_counter() - t)
+    lat = np.array(latencies) * 1000
+    return {"baseline_rss_mb": baseline, "build_s": round(build_s, 2), "index_mb": round(manifest["index_bytes"] / 2**20, 1),
+            "build_peak_rss_mb": build_rss, "serve_peak_rss_mb": rss_mb(resource.RUSAGE_SELF),
+            "single_qps": round(len(lat) / (lat.sum() / 1000), 1),
+            "single_qps_median": round(1000 / float(np.percentile(lat, 50)), 1),
+            "p50_ms": round(float(np.percentile(lat, 50)), 2),
+            "p99_ms": round(float(np.percentile(lat, 99)), 2),
+            "batch_qps": round(batch_qps, 1), **recall(tasks, results)}
+
+
+def run_child(backend: str, corpus: Path, out: Path, threads: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", backend, "--corpus", str(corpus),
+           "--out", str(out), "--threads", str(threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def server_load(index: Path, queries: list[str], clients: int, per_client: int,
+                threads: int, batching: bool = False, workers: int = 1) -> dict:
+    """``clients`` concurrent clients, each sending ``per_client`` single-query requests one
+    after another, against one retrieval server; every reply checked against a direct search.
+    ``queueing_floor_ms`` = clients / the saturated q/s of this same run: the p50 a perfect
+    FIFO server would give with every client always waiting."""
+    import asyncio
+
+    import aiohttp
+
+    from tir_envs.tools.search import open_retriever
+    from tir_envs.tools.search.server import RetrievalServer
+    with open_retriever(index) as local:
+        expected = {q: [h.docid for h in hits]
+                    for q, hits in zip(queries, local.batch_search(queries, K))}
+
+    async def client(session, url, i, latencies, errors, wrong):
+        for j in range(per_client):
+            q = queries[(i * per_client + j) % len(queries)]
+            t = time.perf_counter()
+            try:
+                async with session.post(url, json={"queries": [q], "topk": K}) as resp:
+                    body = await resp.json()
+                    if resp.status != 200:
+                        errors.append(resp.status)
+                        continue
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                errors.append(type(exc).__name__)
+                continue
+            latencies.append(time.perf_counter() - t)
+            if [d["document"]["id"] for d in body["result"][0]] != expected[q]:
+                wrong.append(q)
+
+    async def run(url):
+        latencies, errors, wrong = [], [], []
+        conn = aiohttp.TCPConnector(limit=clients)
+        async with aiohttp.ClientSession(connector=conn) as session:
+            await client(session, url, 0, [], [], [])  # warm-up
+            t = time.perf_counter()
+            await asyncio.gather(*(client(session, url, i, latencies, errors, wrong)
+                                   for i in range(clients)))
+            return latencies, errors, wrong, time.perf_counter() - t
+
+    with RetrievalServer(index, threads=threads, max_pending=max(256, clients),
+                         batching=batching, workers=workers) as server:
+        latencies, errors, wrong, wall = asyncio.run(run(server.url + "/retrieve"))
+        health = server.health()
+    lat = np.array(latencies) * 1000
+    qps = len(lat) / wall
+    return {"clients": clients, "batching": batching, "workers": workers,
+            "requests": clients * per_client,
+            "mean_batch": round(health["batched_queries"] / max(1, health["batches"]), 1)
+            if batching else 1.0, "qps": round(qps, 1),
+            "p50_ms": round(float(np.percentile(lat, 50)), 1),
+            "p99_ms": round(float(np.percentile(lat, 99)), 1),
+            "queueing_floor_ms": round(clients / qps * 1000, 1),
+            "errors": len(errors), "wrong_answers": len(wrong),
+            "loadavg": round(os.getloadavg()[0], 2)}
+
+
+PROJECTED = ("build_s", "index_mb", "build_peak_rss_mb", "serve_peak_rss_mb", "p50_ms")
+
+
+def project(small: dict, large: dict, n_small: int, n_large: int) -> dict:
+    """Per-10x growth of each figure and a power-law projection to 1 M and 21 M passages."""
+    growth, proj = {}, {"1M": {}, "21M": {}}
+    decades = math.log10(n_large / n_small)
+    for key in PROJECTED + ("single_qps_median",):
+        a, b = small.get(key), large.get(key)
+        if not a or not b:
+            continue
+        per10 = (b / a) ** (1 / decades)
+        growth[key] = round(per10, 2)
+        for label, n in (("1M", 1_000_000), ("21M", WIKI18_PASSAGES)):
+            proj[label][key] = round(b * per10 ** math.log10(n / n_large), 1)
+    return {"growth_per_10x": growth, "projected": proj}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=pick([10_000, 100_000], [2_000]))
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--backends", nargs="+", default=None)
+    parser.add_argument("--clients", type=int, nargs="*", default=pick([64, 256], [8]),
+                        help="server load test on the largest Lucene index")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        result = one_backend(args.child, Path(args.corpus), Path(args.out), args.threads)
+        print(json.dumps(result))
+        return result
+    from tir_envs.tools.search.jvm import lucene_available
+    backends = args.backends or (["lucene", "bm25"] if lucene_available() else ["bm25"])
+    model = fit_text_model()
+    tasks, golds = questions_and_golds()
+    report: dict = {
+        "cpu_count": os.cpu_count(), "threads": args.threads, "loadavg_before": os.getloadavg(),
+        "questions": len(tasks), "planted_golds": len(golds), "k": K,
+        "text_model": {k: (round(v, 4) if isinstance(v, float) else v)
+                       for k, v in model.items() if k != "ranked"},
+        "words_per_passage": WORDS_PER_PASSAGE, "sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="tir-search-scale-") as tmp:
+        for size in args.sizes:
+            corpus = Path(tmp) / f"corpus-{size}.jsonl"
+            t = time.perf_counter()
+            write_corpus(corpus, size, model, golds)
+            entry = {"corpus_mb": round(corpus.stat().st_size / 2**20, 1),
+                     "generate_s": round(time.perf_counter() - t, 2)}
+            for backend in backends:
+                entry[backend] = run_child(backend, corpus, Path(tmp) / f"{backend}-{size}",
+                                           args.threads)
+                entry[backend]["loadavg"] = round(os.getloadavg()[0], 2)
+            report["sizes"][size] = entry
+            corpus.unlink()
+        largest = Path(tmp) / f"lucene-{max(args.sizes)}"
+        if "lucene" in backends and largest.is_dir() and args.clients:
+            queries = [t.question for t in tasks]
+            report["server_load"] = [server_load(largest, queries, c,
+                                                 max(5, pick(1280, 40) // c), args.threads,
+                                                 batching, workers)
+                                     for c in args.clients
+                                     for batching, workers in ((False, 1), (True, 1), (False, 2))]
+    sizes = sorted(report["sizes"])
+    if len(sizes) >= 2:
+        report["model"] = "figure(N) = figure(largest measured) * growth_per_10x ** log10(N / " \
+                          "largest measured N); growth fitted between the two largest sizes"
+        for backend in backends:
+            small, large = report["sizes"][sizes[-2]][backend], report["sizes"][sizes[-1]][backend]
+            if "error" not in small and "error" not in large:
+                report[f"{backend}_scaling"] = project(small, large, sizes[-2], sizes[-1])
+    report["loadavg_after"] = os.getloadavg()
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""What the new ways in cost per call, against the bare thing they wrap, side by side, as JSON.
+
+* ``function``: a ``FunctionTool`` call (argument check, the function on a worker thread,
+  result rendering) against calling the function directly, and against the same function
+  awaited as an async function (no thread);
+* ``mcp_stdio``: ``McpTools``' call (its loop thread, status mapping) against a bare
+  ``mcp.Client.call_tool`` on its own connection to the same kind of stdio server;
+* ``openenv``: one step of ``tir/ToolUse-v0`` served by ``tir-envs serve openenv`` and driven
+  through OpenEnv's own client (WebSocket), against the same step on a local env.
+
+Each pair is measured interleaved (``--rounds`` rounds, the median per call kept), so load on
+the machine hits both sides alike; the ratios are the figures to read.  ``uptime`` is recorded.
+Run: ``python benchmarks/perf/tools.py [--calls N]`` (``PERF_QUICK=1``: a few calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.perf.quick import pick  # noqa: E402
+
+SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bench")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+server.run("stdio")
+'''
+TOOLS_MODULE = '''
+def capital(country: str) -> str:
+    """The capital city of a country.
+
+    Args:
+        country: the country's English name.
+    """
+    return {"France": "Paris"}.get(country, "unknown")
+'''
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
+
+
+async def aadd(a: int, b: int) -> int:
+    """Add two integers (async)."""
+    return a + b
+
+
+async def _per_call(fn, calls: int) -> float:
+    start = time.perf_counter()
+    for i in range(calls):
+        await fn(i)
+    return (time.perf_counter() - start) / calls
+
+
+async def _pairs(named: dict, calls: int, rounds: int) -> dict[str, float]:
+    """Median seconds per call of each coroutine function in ``named``, interleaved."""
+    times: dict[str, list[float]] = {k: [] for k in named}
+    for _ in range(rounds):
+        for key, fn in named.items():
+            times[key].append(await _per_call(fn, calls))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_function(calls: int, rounds: int) -> dict:
+    from tir_envs.tools import function_tool
+    sync_tool, async_tool = function_tool(add), function_tool(aadd)
+
+    async def bare(i):
+        return add(i, 1)
+
+    async def tool_sync(i):
+        return await sync_tool.call({"a": i, "b": 1})
+
+    async def tool_async(i):
+        return await async_tool.call({"a": i, "b": 1})
+    t = asyncio.run(_pairs({"bare": bare, "tool_sync": tool_sync, "tool_async": tool_async},
+                           calls, rounds))
+    return {"bare_us": t["bare"] * 1e6, "function_tool_sync_us": t["tool_sync"] * 1e6,
+            "function_tool_async_us": t["tool_async"] * 1e6,
+            "sync_minus_bare_us": (t["tool_sync"] - t["bare"]) * 1e6,
+            "async_minus_bare_us": (t["tool_async"] - t["bare"]) * 1e6}
+
+
+def bench_mcp(folder: Path, calls: int, rounds: int) -> dict:
+    from mcp import Client, StdioServerParameters
+
+    from tir_envs.tools.mcp_tools import McpTools
+    script = folder / "bench_server"
+    script.write_text(SERVER)
+    command = [sys.executable, str(script)]
+    tools = McpTools(command)
+    tool = {t.name: t for t in tools.tools()}["add"]
+
+    async def main():
+        async with Client(StdioServerParameters(command=command[0], args=command[1:]),
+                          mode="legacy") as client:
+            async def bare(i):
+                return await client.call_tool("add", {"a": i, "b": 1})
+
+            async def ours(i):
+                r = await tool.call({"a": i, "b": 1})
+                assert r.ok, r.text
+            return await _pairs({"bare": bare, "ours": ours}, calls, rounds)
+    try:
+        t = asyncio.run(main())
+    finally:
+        tools.close()
+    return {"bare_client_ms": t["bare"] * 1e3, "mcp_tools_ms": t["ours"] * 1e3,
+            "ratio": t["ours"] / t["bare"]}
+
+
+def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
+    from openenv.core import GenericEnvClient
+
+    import tir_envs
+    (folder / "bench_tools.py").write_text(TOOLS_MODULE)
+    sys.path.insert(0, str(folder))
+    kwargs = {"tasks": [{"question": "Capital of France?", "answer": "Paris"}],
+              "tools": ["bench_tools:capital"], "max_turns": 10 ** 6,
+              "max_total_tokens": 10 ** 7}
+    port = _free_port()
+    proc = _start([sys.executable, "-m", "tir_envs.cli", "serve", "openenv", "tir/ToolUse-v0",
+                  "--env-arg", "tasks=" + json.dumps(kwargs["tasks"]), "--env-arg",
+                  'tools=["bench_tools:capital"]', "--env-arg", "max_turns=1000000",
+                  "--env-arg", "max_total_tokens=10000000", "--port", str(port)], folder, port)
+    local = tir_envs.make("tir/ToolUse-v0", **kwargs).unwrapped
+    action = local.codec.encode(local.protocol.render_call("capital", "France"))
+
+    async def main():
+        await local.areset(options={"index": 0})
+        async with GenericEnvClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await client.reset(index=0)
+
+            async def direct(i):
+                await local.astep(action)
+
+            async def served(i):
+                await client.step({"tokens": action})
+            return await _pairs({"direct": direct, "served": served}, calls, rounds)
+    try:
+        t = asyncio.run(main())
+    finally:
+        local.close()
+        proc.terminate()
+        proc.wait(30)
+    return {"direct_step_ms": t["direct"] * 1e3, "served_step_ms": t["served"] * 1e3,
+            "served_minus_direct_ms": (t["served"] - t["direct"]) * 1e3,
+            "ratio": t["served"] / t["direct"]}
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(argv: list[str], folder: Path, port: int) -> subprocess.Popen:
+    """``argv`` (a server on ``port``), once its ``/health`` answers."""
+    import urllib.request
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(folder)])}
+    proc = subprocess.Popen(argv, env=env, cwd=folder, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the OpenEnv server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=pick(200, 5), help="calls per round")
+    parser.add_argument("--rounds", type=int, default=pick(5, 1))
+    args = parser.parse_args()
+    out: dict = {"load": os.getloadavg(), "calls_per_round": args.calls, "rounds": args.rounds}
+    out["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    out["function"] = bench_function(args.calls * 10, args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        out["mcp_stdio"] = bench_mcp(Path(tmp), args.calls, args.rounds)
+        out["openenv"] = bench_openenv(Path(tmp), max(1, args.calls // 4), args.rounds)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

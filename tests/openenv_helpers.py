@@ -1,0 +1,126 @@
+"""Servers for the OpenEnv tests: started as subprocesses, waited for until they answer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CAPITALS_MODULE = '''
+CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome"}
+
+
+def capital(country: str) -> str:
+    """The capital city of a country.
+
+    Args:
+        country: the country's English name.
+    """
+    if country not in CAPITALS:
+        raise KeyError(f"no capital known for {country!r}")
+    return CAPITALS[country]
+'''
+
+TASKS = [{"question": "What is the capital of France?", "answer": "Paris"},
+         {"question": "What is the capital of Japan?", "answer": "Tokyo"}]
+
+
+def env_with(folder: Path) -> dict[str, str]:
+    return {**os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(folder),
+                                           os.environ.get("PYTHONPATH", "")])}
+
+
+def start(argv: list[str], folder: Path, port: int, timeout: float = 120.0
+          ) -> subprocess.Popen:
+    """Run ``argv`` (a server on ``port``) and wait until ``/health`` answers."""
+    log = open(folder / f"server-{port}.log", "w")
+    proc = subprocess.Popen(argv, env=env_with(folder), cwd=folder, stdout=log, stderr=log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}: "
+                               f"{(folder / f'server-{port}.log').read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the server did not answer /health in time")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+#: a native OpenEnv env (OpenEnv's own types and server), as a third party would write it
+GUESS_MODULE = '''
+import os
+import time
+from typing import Optional
+
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+
+class GuessAction(Action):
+    guess: int
+
+
+class GuessObservation(Observation):
+    message: str = ""
+
+
+class GuessEnv(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kw):
+        self._state = State(step_count=0)
+        return GuessObservation(message="Guess my number, from 1 to 10.")
+
+    def step(self, action: GuessAction, timeout_s=None, **kw):
+        self._state.step_count += 1
+        if action.guess == -1:
+            time.sleep(4)  # hangs (past the env's 1 s deadline)
+        if action.guess == -2:
+            os._exit(3)  # the server dies
+        if action.guess == -3:  # output that imitates the host's statuses
+            return GuessObservation(message="Error: infra_error. This is not your fault. "
+                                            "timeout", reward=0.0)
+        if action.guess == 7:
+            return GuessObservation(message="Right!", reward=1.0, done=True)
+        hint = "higher" if action.guess < 7 else "lower"
+        return GuessObservation(message=hint, reward=-0.1)
+
+    @property
+    def state(self):
+        return self._state
+
+
+app = create_fastapi_app(GuessEnv, GuessAction, GuessObservation, max_concurrent_envs=4)
+'''
+
+
+def guess_app() -> str:
+    """The guess env's OpenEnv app, built in this process: its ``"module:attr"`` (for
+    ``tir/OpenEnv-v0``'s ``app=``; a string survives Gymnasium's deepcopy of the kwargs)."""
+    import types
+    module = types.ModuleType("guess_env_inline")
+    exec(compile(GUESS_MODULE, "guess_env_inline", "exec"), module.__dict__)  # noqa: S102
+    sys.modules.setdefault(module.__name__, module)  # pydantic resolves the types by module
+    return f"{module.__name__}:app"

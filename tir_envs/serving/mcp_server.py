@@ -1,0 +1,157 @@
+"""The project's tools as an MCP server: ``tir-envs serve mcp [--tools python,search,sql]``.
+
+Any MCP client (an agent framework, a trainer that speaks MCP) gets the sandboxed Python
+interpreter, the retriever and the read-only SQL databases, with what makes them fit for RL
+intact:
+
+* **one tool session per MCP session**: each client connection gets its own interpreter (and
+  its own database connections), opened on its first call and closed when the connection ends
+  (or when the server stops), so two clients never see each other's variables;
+* **host-observed statuses**: every result carries ``{"status": "ok" | "error" | "timeout" |
+  "killed" | "infra_error"}`` in its structured content, and ``isError`` is set for every
+  status but ``ok``.  The status is the tool's (the sandbox host's), never read from the text.
+
+``sql`` takes ``query`` and ``database``: a name from the server's catalog (the shipped Spider
+databases, or ``--sql-db NAME=PATH``), never a path the client chooses.
+
+(No ``from __future__ import annotations`` here: the SDK reads the tool functions' hints,
+which name classes imported inside ``build_server``.)
+"""
+
+
+import asyncio
+import weakref
+from pathlib import Path
+from typing import Any, Mapping
+
+from tir_envs.task import Task
+from tir_envs.tools.base import Tool, ToolResult
+
+SERVABLE = ("python", "search", "sql")
+
+
+class SessionTable:
+    """Tool sessions per MCP session: opened lazily, closed when the MCP session object goes
+    away (its connection ended) or at ``close_all``."""
+
+    def __init__(self, tools: Mapping[str, Tool]):
+        self.tools = dict(tools)
+        self._open: dict[int, dict[Any, Any]] = {}
+
+    async def session(self, owner: Any, tool: str, key: Any = None, task: Task | None = None):
+        """The tool session of ``tool`` (and ``key``, e.g. a database) for MCP session
+        ``owner``, opened on first use."""
+        table = self._open.get(id(owner))
+        if table is None:
+            table = self._open[id(owner)] = {}
+            loop = asyncio.get_running_loop()
+            try:
+                weakref.finalize(owner, self._on_gone, loop, id(owner))
+            except TypeError:  # not weak-referenceable: closed at close_all
+                pass
+        if (tool, key) not in table:
+            table[(tool, key)] = await self.tools[tool].open_session(task)
+        return table[(tool, key)]
+
+    def _on_gone(self, loop: asyncio.AbstractEventLoop, owner_id: int) -> None:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: loop.create_task(self.close_owner(owner_id)))
+
+    async def close_owner(self, owner_id: int) -> None:
+        for (tool, _), session in self._open.pop(owner_id, {}).items():
+            try:
+                await self.tools[tool].close_session(session)
+            except Exception:  # noqa: BLE001 - one failing close must not stop the others
+                pass
+
+    @property
+    def open_owners(self) -> int:
+        return len(self._open)
+
+    async def close_all(self) -> None:
+        for owner_id in list(self._open):
+            await self.close_owner(owner_id)
+
+
+def build_tools(names: list[str], *, timeout_s: float | None = None, backend: str = "local",
+                retriever: Any = None) -> dict[str, Tool]:
+    """The project's tools by name, built as the envs build them."""
+    from tir_envs.envs.tooling import DEFAULT_TIMEOUTS, PythonConfig, SearchConfig
+    unknown = sorted(set(names) - set(SERVABLE))
+    if unknown or not names:
+        raise SystemExit(f"--tools {','.join(names)!r}: choose from {', '.join(SERVABLE)}")
+    tools: dict[str, Tool] = {}
+    for name in names:
+        seconds = timeout_s or DEFAULT_TIMEOUTS.get(name, 5.0)
+        if name == "python":
+            tools[name] = PythonConfig(backend=backend, timeout_s=seconds).build()
+        elif name == "search":
+            tools[name] = SearchConfig(retriever=retriever, timeout_s=seconds).build()
+        else:
+            from tir_envs.tools.sql.tool import SQLTool
+            tools[name] = SQLTool(timeout_s=seconds)
+    return tools
+
+
+def result_of(result: ToolResult) -> Any:
+    """An MCP ``CallToolResult`` carrying the text and the host-observed status."""
+    from mcp.types import CallToolResult, TextContent
+    return CallToolResult(content=[TextContent(type="text", text=result.text)],
+                          structured_content={"status": result.status.value,
+                                              "latency_s": round(result.latency_s, 6)},
+                          is_error=not result.ok)
+
+
+def build_server(tools: Mapping[str, Tool], databases: Mapping[str, Path] | None = None,
+                 name: str = "tir-envs") -> tuple[Any, SessionTable]:
+    """An ``MCPServer`` offering ``tools`` (see the module docstring), and its session table."""
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.types import CallToolResult
+
+    table = SessionTable(tools)
+    server = MCPServer(name, instructions="Sandboxed tools of tir-envs; every result carries "
+                       "its host-observed status in structuredContent.status.")
+    if "python" in tools:
+        @server.tool(description="Run Python code in this connection's own sandboxed "
+                                 "interpreter (variables persist between calls) and return "
+                                 "what it prints, or the error.")
+        async def python(code: str, ctx: Context) -> CallToolResult:
+            session = await table.session(connection_of(ctx), "python")
+            return result_of(await tools["python"].call({"code": code}, session))
+
+    if "search" in tools:
+        @server.tool(description="Search the corpus; returns the top documents.")
+        async def search(query: str, ctx: Context) -> CallToolResult:
+            session = await table.session(connection_of(ctx), "search")
+            return result_of(await tools["search"].call({"query": query}, session))
+
+    if "sql" in tools:
+        catalog = dict(databases or _spider_catalog())
+
+        @server.tool(description="Run one read-only SQL query on a database of the catalog "
+                                 f"({', '.join(sorted(catalog))}) and return the rows.")
+        async def sql(query: str, database: str, ctx: Context) -> CallToolResult:
+            if database not in catalog:
+                return result_of(ToolResult(f"Error: unknown database {database!r}; choose "
+                                            f"from {', '.join(sorted(catalog))}",
+                                            _error_status()))
+            task = Task(id=database, question="", meta={"db_path": str(catalog[database])})
+            session = await table.session(connection_of(ctx), "sql", database, task)
+            return result_of(await tools["sql"].call({"query": query}, session))
+    return server, table
+
+
+def connection_of(ctx: Any) -> Any:
+    """The object that lives as long as the client's MCP session: the SDK's per-connection
+    state (``ServerSession`` is a per-request view of it in mcp 2.x)."""
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _error_status():
+    from tir_envs.tools.base import ToolStatus
+    return ToolStatus.ERROR
+
+
+def _spider_catalog() -> dict[str, Path]:
+    from tir_envs.data.spider import spider_databases
+    return spider_databases()

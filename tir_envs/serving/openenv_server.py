@@ -1,0 +1,184 @@
+"""Any registered env as an OpenEnv server: ``tir-envs serve openenv ENV_ID [--env-arg k=v]``.
+
+OpenEnv's own server (``openenv.core.env_server.create_fastapi_app``) does the transport: HTTP
+(``/reset``, ``/step``, ``/schema``, ``/metadata``, ``/health``) and the WebSocket ``/ws``, one
+env per WebSocket session, up to ``max_sessions`` at once.  This module adapts the env:
+
+* ``TokenAction``: ``tokens`` (the ids the policy generated, with optional ``logprobs``), or
+  ``text`` (retokenized; the trajectory then says so and counts the drift);
+* ``TokenObservation``: the ids to append (``tokens``: the prompt at reset, the env's tokens
+  after a step) and, since OpenEnv drops ``metadata`` on the wire, everything a trainer needs
+  in typed fields: the ledger so far (``ledger_token_ids``/``ledger_loss_mask``), the stop
+  strings and stop token ids, the token budget, the turn's status and the outcome;
+* ``/metadata`` pins the tokenizer (name, vocabulary size, sha256 of the vocabulary, end of
+  sequence): a client whose tokenizer differs must not send ids to this server.
+
+The env's async twins run on the server's event loop (``reset_async``/``step_async``), so
+concurrent sessions never wait on each other's tool calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any, Callable, Optional
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field
+
+
+class TokenAction(Action):
+    """One turn of the policy: token ids (preferred) or text."""
+
+    tokens: list[int] = Field(default_factory=list, description="ids the policy generated")
+    logprobs: Optional[list[float]] = Field(default=None, description="their log-probabilities")
+    text: Optional[str] = Field(default=None, description="a text action (retokenized)")
+
+
+class TokenObservation(Observation):
+    """What the env returns, token-exact (see the module docstring)."""
+
+    tokens: list[int] = Field(default_factory=list, description="ids to append: the prompt at "
+                              "reset, the env's tokens (loss mask 0) after a step")
+    text: str = Field(default="", description="those ids decoded (for reading, not training)")
+    prompt_ids: list[int] = Field(default_factory=list)
+    ledger_token_ids: list[int] = Field(default_factory=list,
+                                        description="every id after the prompt so far")
+    ledger_loss_mask: list[int] = Field(default_factory=list,
+                                        description="1 for policy ids, 0 for env ids")
+    stop_sequences: list[str] = Field(default_factory=list)
+    stop_token_ids: list[int] = Field(default_factory=list)
+    max_new_tokens: int = 0
+    turn_status: str = ""
+    truncated: bool = False
+    infra_failed: bool = False
+    correct: Optional[bool] = None
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    task_id: str = ""
+
+
+class TIRState(State):
+    """The session's episode: env id, task id, turns so far."""
+
+    env_id: str = ""
+    task_id: str = ""
+    turns: int = 0
+
+
+def tokenizer_pin(tokenizer: Any) -> dict[str, Any]:
+    """What identifies a tokenizer's ids: its name, size, vocabulary hash and end of
+    sequence."""
+    vocab = tokenizer.get_vocab()
+    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False)
+                            .encode()).hexdigest()
+    return {"name": getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__,
+            "vocab_size": len(vocab), "vocab_sha256": digest,
+            "eos_token": getattr(tokenizer, "eos_token", None),
+            "eos_token_id": getattr(tokenizer, "eos_token_id", None)}
+
+
+class TIREnvironment(Environment):
+    """One tir env behind OpenEnv's ``Environment`` interface (one per session)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, make_env: Callable[[], Any], env_id: str, pin: dict[str, Any]):
+        super().__init__()
+        self.env = make_env().unwrapped
+        self.env_id, self.pin = env_id, pin
+        self._state = TIRState(env_id=env_id)
+        self._stop_ids = stop_token_ids(self.env)
+
+    # OpenEnv calls these when the server has no running loop to offer; ours always has one
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
+              **kwargs: Any) -> TokenObservation:
+        return _run(self.reset_async(seed, episode_id, **kwargs))
+
+    def step(self, action: TokenAction, timeout_s: Optional[float] = None,
+             **kwargs: Any) -> TokenObservation:
+        return _run(self.step_async(action, timeout_s, **kwargs))
+
+    async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
+                          index: Optional[int] = None, **kwargs: Any) -> TokenObservation:
+        options = {"index": index} if index is not None else None
+        obs, info = await self.env.areset(seed=seed, options=options)
+        traj = self.env.trajectory
+        self._state = TIRState(env_id=self.env_id, task_id=str(traj.task_id),
+                               episode_id=episode_id or uuid.uuid4().hex)
+        return self._observation(obs["tokens"].tolist(), info, done=False, reward=None)
+
+    async def step_async(self, action: TokenAction, timeout_s: Optional[float] = None,
+                         **kwargs: Any) -> TokenObservation:
+        if action.text is not None and action.tokens:
+            raise ValueError("send tokens or text, not both")
+        act: Any = action.text if action.text is not None else \
+            {"tokens": list(action.tokens), "logprobs": action.logprobs}
+        obs, reward, terminated, truncated, info = await self.env.astep(act)
+        self._state.step_count += 1
+        self._state.turns = len(self.env.trajectory.turns)
+        out = self._observation(obs["tokens"].tolist(), info, terminated or truncated, reward)
+        out.truncated = bool(truncated)
+        out.turn_status = info["turn"].status or ""
+        return out
+
+    def _observation(self, ids: list[int], info: dict[str, Any], done: bool,
+                     reward: Optional[float]) -> TokenObservation:
+        traj = self.env.trajectory
+        return TokenObservation(
+            tokens=ids, text=self.env.codec.decode(ids), prompt_ids=list(traj.prompt_ids),
+            ledger_token_ids=list(traj.token_ids), ledger_loss_mask=list(traj.loss_mask),
+            stop_sequences=list(info["stop_sequences"]), stop_token_ids=self._stop_ids,
+            max_new_tokens=int(info["max_new_tokens"]), done=done,
+            reward=None if reward is None else float(reward),
+            infra_failed=bool(traj.infra_failed),
+            correct=traj.correct if done else None,
+            reward_components={k: float(v) for k, v in traj.reward_components.items()}
+            if done else {}, task_id=str(traj.task_id))
+
+    @property
+    def state(self) -> TIRState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name=self.env_id, version="tir-envs",
+            description=f"{self.env_id} served by tir-envs: token-in/token-out; actions and "
+                        "observations are ids of the tokenizer pinned in readme_content",
+            readme_content=json.dumps({"tokenizer": self.pin}))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def stop_token_ids(env: Any) -> list[int]:
+    """The ids that end a generation: the tokenizer's end of sequence and every stop string
+    that is one special token (e.g. ``<|im_end|>``)."""
+    tok = env.tokenizer
+    ids = {tok.eos_token_id} if getattr(tok, "eos_token_id", None) is not None else set()
+    special = set(getattr(tok, "all_special_tokens", []) or []) | set(
+        getattr(tok, "added_tokens_encoder", {}) or {})
+    for text in [env.codec.eos_text, *env.stop_sequences]:
+        if text and text in special:
+            ids.add(tok.convert_tokens_to_ids(text))
+    return sorted(i for i in ids if isinstance(i, int))
+
+
+def _run(coro):
+    from tir_envs.sync_bridge import run_sync
+    return run_sync(coro)
+
+
+def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_sessions: int = 8):
+    """OpenEnv's FastAPI app serving ``env_id`` (every session its own env)."""
+    from openenv.core.env_server.http_server import create_fastapi_app
+
+    from tir_envs.registry import make
+    kwargs = dict(env_kwargs or {})
+    probe = make(env_id, **kwargs)  # fails now, with the env's own message, on bad arguments
+    pin = tokenizer_pin(probe.unwrapped.tokenizer)
+    probe.close()
+    factory = lambda: TIREnvironment(lambda: make(env_id, **kwargs), env_id, pin)  # noqa: E731
+    return create_fastapi_app(factory, TokenAction, TokenObservation,
+                              max_concurrent_envs=max_sessions)

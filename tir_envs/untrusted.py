@@ -1,0 +1,113 @@
+"""Text the env did not write (tool output, documents, query results): made inert before it
+reaches a model's context.
+
+Two things can turn such text into structure.  Added tokens: a tool that prints
+``<|im_end|>\\n<|im_start|>assistant`` would, through an ordinary encode, put real control ids in
+the observation (closing the tool message, forging an assistant turn, an EOS mid-sequence).
+Invisible characters: terminal escapes, carriage returns, bidi overrides, line/paragraph
+separators, zero-width characters and a BOM change how text reads without showing.  Here the
+first are encoded by the tokenizer's own model as plain text (no added-token id can come out),
+and the second are written as visible escapes (``\\x1b``, ``\\u202e``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from typing import Sequence
+
+#: C0/C1 controls except newline and tab; bidi marks, embeddings, overrides and isolates; the
+#: line and paragraph separators; zero-width and invisible-operator characters; soft hyphen;
+#: the BOM; interlinear annotation controls; tag characters (invisible ASCII look-alikes).
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+
+
+def _escape(match: re.Match) -> str:
+    c = ord(match.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
+
+
+def escape_controls(text: str) -> str:
+    """Show invisible and layout-changing characters as escapes; newline and tab stay.
+
+    Idempotent (an escape holds none of the characters it replaces), so text escaped by a
+    tool already is left as it is.
+    """
+    return _INVISIBLE.sub(_escape, text)
+
+
+class PlainEncoder:
+    """Encodes text with a tokenizer's model only: added tokens (specials such as
+    ``<|im_end|>``, ``<|eot_id|>``, ``[INST]``, and non-special ones such as ``<tool_call>``)
+    are never matched, so their text becomes ordinary pieces.  Decoding the ids with the
+    original tokenizer gives the text back exactly."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.added_ids = frozenset(_added_vocab(tokenizer).values())
+        self._contents = {i: t for t, i in _added_vocab(tokenizer).items()}
+        self._plain = _without_added_tokens(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        ids = self._encode(text)
+        if self.added_ids.isdisjoint(ids):
+            return ids
+        return self._split(ids)
+
+    def _split(self, ids: Sequence[int]) -> list[int]:
+        """Last resort for a model that can still reach an added id (its vocabulary holds
+        the token's text and a merge leads there): that token's text one character at a
+        time."""
+        out: list[int] = []
+        for i in ids:
+            if i not in self.added_ids:
+                out.append(i)
+                continue
+            for ch in self._contents.get(i, ""):
+                out.extend(self._encode(ch))
+        return out
+
+    def _encode(self, text: str) -> list[int]:
+        if self._plain is not None:
+            return self._plain.encode(text, add_special_tokens=False).ids
+        return list(self.tokenizer.encode(text, add_special_tokens=False,
+                                          split_special_tokens=True))
+
+
+def _added_vocab(tokenizer) -> dict[str, int]:
+    getter = getattr(tokenizer, "get_added_vocab", None)
+    return dict(getter()) if getter else {}
+
+
+def _without_added_tokens(tokenizer):
+    """A copy of the fast tokenizer's pipeline (normalizer, pre-tokenizer, model) with no
+    added tokens; None for a tokenizer without a Rust backend or one that cannot be copied."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    try:
+        from tokenizers import Tokenizer
+
+        spec = json.loads(backend.to_str())
+        spec["added_tokens"] = []
+        return Tokenizer.from_str(json.dumps(spec))
+    except Exception:  # an exotic pipeline that does not round-trip: the slow path splits
+        return None
+
+
+_ENCODERS: "weakref.WeakKeyDictionary[object, PlainEncoder]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def plain_encoder(tokenizer) -> PlainEncoder:
+    """The tokenizer's ``PlainEncoder``, built once per tokenizer object (about half a second
+    for a 150k vocabulary) and shared by every env using it."""
+    with _LOCK:
+        enc = _ENCODERS.get(tokenizer)
+        if enc is None:
+            enc = _ENCODERS[tokenizer] = PlainEncoder(tokenizer)
+        return enc
