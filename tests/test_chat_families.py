@@ -5,7 +5,8 @@ its own bridge after every sampled completion, token for token, and the loss mas
 exactly on the sampled tokens.  References, built here independently of the env:
   * ``renderers`` (PyPI) for Qwen3 (thinking on/off), Llama 3, DeepSeek V3, GLM-4.5 (on/off);
   * ``mistral-common``'s own encoder for Mistral (also over whole conversations);
-  * ``apply_chat_template`` of the whole conversation for the bundled ChatML.
+  * ``apply_chat_template`` of the whole conversation for the bundled ChatML (the tool output
+    in it encoded on its own, as the ledger contract says).
 Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and GLM-4.5 are stand-ins
 (``tir_envs.chat.vocab``).  The default run samples the matrix (every family and shape, envs
 rotated); ``TIR_CHAT_MATRIX=full`` runs all of it.
@@ -27,6 +28,7 @@ from renderers import configs  # noqa: E402
 from tests.search_helpers import small_index  # noqa: E402
 from tests.sql_helpers import CACHE  # noqa: E402
 from tir_envs.chat.vocab import family_tokenizer  # noqa: E402
+from tir_envs.codec import Codec  # noqa: E402
 from tir_envs.data.spider import load_spider  # noqa: E402
 from tir_envs.task import Task  # noqa: E402
 from tir_envs.envs.autotir import AutoTIREnv  # noqa: E402
@@ -114,7 +116,12 @@ class TemplateRef:
         glue = full[end:]
         if said.endswith(eos) and glue.startswith(eos):
             glue = glue[len(eos):]
-        return self.tok.encode(glue, add_special_tokens=False)
+        # the contract: tool output is encoded on its own, added tokens split (Codec's
+        # encode_untrusted); the template's own text around it is encoded as text
+        body = "".join(m["content"] for m in messages)
+        i = glue.index(body)
+        enc = lambda text: self.tok.encode(text, add_special_tokens=False)  # noqa: E731
+        return enc(glue[:i]) + Codec(self.tok).encode_untrusted(body) + enc(glue[i + len(body):])
 
 
 REFS = {"chatml": TemplateRef, "mistral": MistralRef}
