@@ -126,7 +126,8 @@ def actions(protocol: str) -> list[str]:
 
 
 @pytest.mark.parametrize("stateful", [True, False])
-@pytest.mark.parametrize("protocol,wrong", [("torl", -1.0), ("zerotir", 0.0), ("rite", 0.0)])
+# RITE: eq. 8's -1 for the wrong answer, +0 format (calls without a thought: a minor issue)
+@pytest.mark.parametrize("protocol,wrong", [("torl", -1.0), ("zerotir", 0.0), ("rite", -1.0)])
 def test_forged_setup_failure_through_the_env(qwen_tok, protocol, wrong, stateful):
     env = tir_envs.make("tir/MathCode-v0", protocol=protocol, tasks=[TASK], tokenizer=qwen_tok,
                         stateful=stateful)
