@@ -1,7 +1,9 @@
 """Evaluation presets: each seed paper's own table, run as the paper ran it.
 
-``tir-envs bench --preset NAME`` (``benchmarks.run(preset=NAME, ...)``) runs the paper's suites
-with its samples per item, sampling, protocol and call budget, and the report states the preset.
+Each preset is a ``RunConfig`` value (``Preset.config``: the suites, samples per item, sampling,
+protocol and call budget it fixes, ``preset`` set to its name).  ``tir-envs bench --preset
+NAME`` (``benchmarks.harness.run_preset(NAME, policy, out=...)``) runs it, with the settings a
+preset leaves free (``preset_config``), and the report states the preset.
 Where a paper does not say, the value is this library's reading (``docs/papers.md`` marks each).
 
 | preset | suites | k | sampling | protocol, calls |
@@ -23,38 +25,54 @@ from benchmarks.config import RunConfig
 
 @dataclass(frozen=True)
 class Preset:
-    """One paper's evaluation settings.  ``ifeval_metric``: the IFEval figure the paper's table
-    reports (``"strict"``: prompt-level strict, this library's default; ``"soft"``: AutoTIR's
-    share of instructions met)."""
+    """One paper's evaluation: ``config``, the ``RunConfig`` value of the settings it fixes
+    (suites, k, sampling, protocol, env arguments such as the call budget; ``preset`` set to
+    its name), and ``ifeval_metric``, the IFEval figure the paper's table reports
+    (``"strict"``: prompt-level strict, this library's default; ``"soft"``: AutoTIR's share of
+    instructions met)."""
 
-    name: str
     paper: str
-    suites: tuple[str, ...]
-    k: int
-    temperature: float
-    top_p: float
-    protocol: str | None = None
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    config: RunConfig
     ifeval_metric: str = "strict"
 
+    @property
+    def name(self) -> str:
+        return str(self.config.preset)
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        return tuple(self.config.suites)
+
+    @property
+    def env_kwargs(self) -> Mapping[str, Any]:
+        return self.config.env_kwargs
+
     def run_settings(self) -> dict[str, Any]:
-        """The ``benchmarks.run`` arguments this preset fixes."""
-        return {"k": self.k, "temperature": self.temperature, "top_p": self.top_p,
-                "protocol": self.protocol, "env_kwargs": dict(self.env_kwargs)}
+        """The ``RunConfig`` fields this preset fixes, besides its suites."""
+        return {key: getattr(self.config, key) for key in FIXED if key != "suites"} | \
+            {"env_kwargs": dict(self.config.env_kwargs)}
+
+
+def _preset(name: str, paper: str, suites: tuple[str, ...], k: int, temperature: float,
+            top_p: float, protocol: str | None = None,
+            env_kwargs: Mapping[str, Any] | None = None, ifeval_metric: str = "strict") -> Preset:
+    config = RunConfig(suites=suites, k=k, temperature=temperature, top_p=top_p,
+                       protocol=protocol, env_kwargs=dict(env_kwargs or {}), preset=name)
+    return Preset(paper, config, ifeval_metric)
 
 
 TORL_SUITES = ("aime24", "aime25", "math500", "olympiadbench", "amc23", "minerva_math")
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("torl", "ToRL (Li et al. 2025)", TORL_SUITES, 1, 0.0, 1.0, "torl"),
-    Preset("zerotir", "ZeroTIR (Mai et al. 2025)",
-           ("aime24", "aime25", "hmmt_feb2025", "math500"), 32, 1.0, 0.7, "zerotir"),
-    Preset("verltool", "VerlTool (Jiang et al. 2025), math", TORL_SUITES, 1, 0.6, 0.95, "torl",
-           {"max_turns": 4, "max_tool_calls": 4}),
-    Preset("rite", "RITE (Chen, Yang et al. 2025)",
-           ("aime24", "aime25", "hmmt_feb2025", "math500", "theoremqa"), 16, 0.6, 0.95, "rite"),
-    Preset("autotir", "AutoTIR (Wei et al. 2025)", ("autotir",), 1, 0.0, 1.0,
-           ifeval_metric="soft"),
+    _preset("torl", "ToRL (Li et al. 2025)", TORL_SUITES, 1, 0.0, 1.0, "torl"),
+    _preset("zerotir", "ZeroTIR (Mai et al. 2025)",
+            ("aime24", "aime25", "hmmt_feb2025", "math500"), 32, 1.0, 0.7, "zerotir"),
+    _preset("verltool", "VerlTool (Jiang et al. 2025), math", TORL_SUITES, 1, 0.6, 0.95, "torl",
+            {"max_turns": 4, "max_tool_calls": 4}),
+    _preset("rite", "RITE (Chen, Yang et al. 2025)",
+            ("aime24", "aime25", "hmmt_feb2025", "math500", "theoremqa"), 16, 0.6, 0.95, "rite"),
+    _preset("autotir", "AutoTIR (Wei et al. 2025)", ("autotir",), 1, 0.0, 1.0,
+            ifeval_metric="soft"),
 ]}
 
 #: the run settings a preset fixes; giving one of them as well is refused
@@ -98,8 +116,5 @@ def preset_config(name: str, policy: Any, *, out: Any, **settings: Any) -> RunCo
     fixed = [key for key in FIXED if key in settings]
     if fixed:
         raise ValueError(f"preset {name!r} fixes {', '.join(fixed)}; drop them")
-    run_settings = preset.run_settings()
-    run_settings["env_kwargs"] = {**dict(settings.pop("env_kwargs", None) or {}),
-                                  **run_settings["env_kwargs"]}
-    return RunConfig(suites=tuple(preset.suites), policy=policy, out=out, preset=name,
-                     **run_settings, **settings)
+    env_kwargs = {**dict(settings.pop("env_kwargs", None) or {}), **preset.env_kwargs}
+    return preset.config.replace(policy=policy, out=out, env_kwargs=env_kwargs, **settings)

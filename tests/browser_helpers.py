@@ -30,3 +30,11 @@ def chromium_driver(user_data_dir: str):
     options.add_argument(f"--user-data-dir={user_data_dir}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(driver_bin), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium per test module (modules import this fixture by name)."""
+    driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")))
+    yield driver
+    driver.quit()

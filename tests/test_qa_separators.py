@@ -121,4 +121,4 @@ def test_rewards_read_the_question_for_its_options(answer, value):
     for metric in ("em", "f1"):
         assert QAReward(metric)(task, Trajectory(), [f"<answer>{answer}</answer>"]).value == value
     out = AutoTIRReward()(task, Trajectory(), [f"<answer>{answer}</answer>"])
-    assert out.components["r_out"] == pytest.approx(value)
+    assert out.components["f1"] == pytest.approx(value)

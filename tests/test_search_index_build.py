@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.search_helpers import SMALL_DOCS, SMALL_QUERIES
@@ -219,3 +220,15 @@ def test_duplicate_ids_are_found_across_batches_and_skippable(tmp_path):
     for n in range(50):  # many runs, merged as they grow
         assert ids.add_batch([f"x{n}-{j}" for j in range(100)]) == [False] * 100
     assert ids.add_batch(["x7-3", "b", "new", "x49-99"]) == [True, True, False, True]
+
+
+def test_a_memory_mapped_bm25_index_answers_like_the_loaded_one(tmp_path):
+    corpus = _write_jsonl(tmp_path / "c.jsonl", SMALL_DOCS)
+    out = build_index(corpus, tmp_path / "idx", backend="bm25")
+    with open_retriever(out) as loaded, open_retriever(out, mmap=True) as mapped:
+        assert mapped.num_docs == loaded.num_docs == len(SMALL_DOCS)
+        assert isinstance(mapped.model.scores["data"], np.memmap)
+        for query in list(SMALL_QUERIES) + ["river", "capital"]:
+            assert mapped.search(query, 5) == loaded.search(query, 5)
+        assert mapped.batch_search(list(SMALL_QUERIES), 3) == \
+            loaded.batch_search(list(SMALL_QUERIES), 3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -32,7 +33,7 @@ class GatedRetriever(Retriever):
     """A real BM25 index whose searches wait until ``gate`` is set."""
 
     backend = "gated"
-    async_workers = 8
+    async_workers = 2  # two search lanes
 
     def __init__(self):
         self.inner = BM25Retriever.from_docs(SMALL_DOCS)
@@ -50,12 +51,13 @@ class GatedRetriever(Retriever):
 class InProcessServer:
     """``make_app`` served on a background event loop at a free loopback port."""
 
-    def __init__(self, retriever: Retriever, max_pending: int):
+    def __init__(self, retriever: Retriever, max_pending: int, batching: bool = False):
         from aiohttp import web
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.runner = web.AppRunner(make_app(retriever, max_pending=max_pending))
+        self.runner = web.AppRunner(make_app(retriever, max_pending=max_pending,
+                                                batching=batching))
 
         async def start():
             await self.runner.setup()
@@ -149,6 +151,33 @@ def test_a_client_timeout_is_a_host_observed_infra_timeout(gated, qwen_tok):
     assert info["trajectory"].infra_failed
 
 
+def test_concurrent_requests_are_searched_in_one_batch_with_their_own_answers():
+    retriever = GatedRetriever()
+    server = InProcessServer(retriever, max_pending=50, batching=True)
+    try:
+        pool = concurrent.futures.ThreadPoolExecutor(8)
+        first = [pool.submit(HttpRetriever(server.url).search, q, 3)
+                 for q in ("capital of France", "highest mountain")]
+        _wait_pending(server, 2)  # both search lanes are busy: the next requests wait
+        waiting = list(SMALL_QUERIES) * 2
+        rest = [pool.submit(HttpRetriever(server.url).search, q, 3) for q in waiting[:5]]
+        odd_k = pool.submit(HttpRetriever(server.url).search, waiting[5], 1)
+        _wait_pending(server, 8)
+        retriever.gate.set()
+        assert [f.result(30)[0].docid for f in first] == ["paris", "everest"]
+        for q, f in zip(waiting, rest):
+            assert f.result(30) == retriever.inner.search(q, 3)
+            assert f.result()[0].docid == SMALL_QUERIES[q]
+        assert odd_k.result(30) == retriever.inner.search(waiting[5], 1)
+        assert odd_k.result()[0].docid == SMALL_QUERIES[waiting[5]]
+        health = server.health()
+        # two lone requests, then the five waiting k=3 requests as one batch, the k=1 alone
+        assert (health["batches"], health["batched_queries"]) == (4, 8)
+    finally:
+        retriever.gate.set()
+        server.close()
+
+
 def test_max_pending_is_checked():
     with pytest.raises(ValueError, match="max_pending must be a positive integer"):
         make_app(GatedRetriever(), max_pending=0)
@@ -182,3 +211,29 @@ def test_a_flooded_server_rejects_some_and_answers_the_rest_correctly():
     for i, got in answered:
         assert got == expected[i:] + expected[:i]
     assert health["rejected"] == 16 - len(answered) and health["pending"] == 0
+
+
+@pytest.mark.parametrize("backend", ["bm25", "lucene"])
+def test_several_workers_share_one_port_and_one_mapped_index(backend):
+    index = small_index(backend)
+    with open_retriever(index) as local:
+        expected = {q: [h.docid for h in local.search(q, 3)] for q in SMALL_QUERIES}
+    with RetrievalServer(index, workers=2, mmap=True) as server:
+        pids = set()
+        for i in range(40):  # a new connection each time: the kernel spreads them
+            with urllib.request.urlopen(server.url + "/health", timeout=30) as resp:
+                pids.add(json.loads(resp.read())["pid"])
+        assert len(pids) == 2
+        for q, docids in expected.items():
+            assert [h.docid for h in HttpRetriever(server.url).search(q, 3)] == docids
+        supervisor = server._proc
+    assert supervisor.poll() is not None
+    for pid in pids:  # the workers stopped with the supervisor
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            threading.Event().wait(0.05)
+        else:
+            raise AssertionError(f"worker {pid} outlived the server")

@@ -13,8 +13,8 @@ import pytest
 from tests.sql_helpers import (ATTACK_FILES, CACHE, ENGINES, UNSAFE_DUCKDB, UNSAFE_SQLITE,
                                folder_listing, make_sqlite, sha256, spider_db)
 from tir_envs.rewards.sql import (GoldQueryError, SQLReward, execution_match, extract_solution,
-                                  gold_result, match, normalize_value)
-from tir_envs.rewards.sql_compare import column_mappings, multiset_equal
+                                  gold_result, match)
+from tir_envs.rewards.sql_compare import column_mappings, multiset_equal, normalize_value
 from tir_envs.rewards.sql_ordering import with_sort_keys
 from tir_envs.task import Task
 from tir_envs.tools.sql.database import open_database

@@ -13,6 +13,7 @@ from tir_envs.cli import main
 from tir_envs.envs.tool_use import ToolUseEnv
 from tir_envs.rewards.base import RewardResult
 from tir_envs.tools import function_tool
+from tests.openenv_helpers import CAPITALS_MODULE
 
 TASKS = [{"question": "What is the capital of France?", "answer": "Paris"},
          {"question": "What is the capital of Japan?", "answer": "Tokyo"},
@@ -31,20 +32,7 @@ def capital(country: str) -> str:
     return CAPITALS[country]
 
 
-MODULE = '''
-CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome"}
-
-
-def capital(country: str) -> str:
-    """The capital city of a country.
-
-    Args:
-        country: the country's English name.
-    """
-    if country not in CAPITALS:
-        raise KeyError(f"no capital known for {country!r}")
-    return CAPITALS[country]
-'''
+MODULE = CAPITALS_MODULE  # the user's tools module, as a file (tests/openenv_helpers.py)
 
 
 @pytest.fixture

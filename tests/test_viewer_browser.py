@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_helpers import chromium_driver
+from tests.browser_helpers import browser  # noqa: F401 (a fixture: one Chromium per module)
 from tests.viewer_helpers import write_episodes
 from tir_envs.trajectory import read_jsonl
 from tir_envs.viewer import write_page
@@ -19,13 +19,6 @@ def page(tmp_path_factory):
     folder = tmp_path_factory.mktemp("viewer")
     traj = write_episodes(folder / "traj.jsonl")
     return write_page(traj, folder / "page.html"), read_jsonl(traj)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")))
-    yield driver
-    driver.quit()
 
 
 def _rows(browser) -> list[list[str]]:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.browser_helpers import chromium_driver
+from tests.browser_helpers import browser  # noqa: F401 (a fixture: one Chromium per module)
 from tests.viewer_helpers import write_episodes
 from tir_envs.viewer import write_page
 from tir_envs.viewer.page import CHUNK
@@ -32,13 +32,6 @@ def dump(tmp_path_factory):
                 d["reward"] = float(i)  # distinct, so a sort has one right order
                 f.write(json.dumps(d) + "\n")
     return write_page(dumps, folder / "page.html"), base
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")))
-    yield driver
-    driver.quit()
 
 
 def _rows(browser) -> list[list[str]]:

@@ -21,6 +21,7 @@ from types import ModuleType
 from benchmarks import cli as bench_cli
 from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
+from tir_envs.chat import check as chat_check
 from tir_envs.rollout import cli as rollout_cli
 from tir_envs.serving import cli as serve_cli
 from tir_envs.tools.search import cli as index_cli
@@ -57,6 +58,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {
     "bench": bench_cli,
     "audit": audit_cli,
     "view": view_cli,
+    "chat-check": chat_check,
 }
 
 

@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from tir_envs.chat.binding import ChatBinding
 from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
@@ -40,7 +41,7 @@ from tir_envs.status import TurnStatus
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
-from tir_envs.tokenizer import load_tokenizer
+from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.validation import check_positive_int
@@ -89,6 +90,11 @@ class TIREnv(gym.Env):
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
     names an env built from parts without a subclass (recorded on every trajectory).
 
+    Chat mode is per model family (``tir_envs.chat``, docs/chat_models.md): ``renderer`` names
+    the family (``None``: detected from the tokenizer), ``thinking`` is ``"on"``/``"off"`` for
+    families with both.  Reasoning blocks stay in the ledger; calls and answers inside them are
+    never run or graded.
+
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
     ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
@@ -126,12 +132,15 @@ class TIREnv(gym.Env):
         observation_role: str | None = None,
         render_mode: str | None = None,
         env_id: str | None = None,
+        renderer: Any = None,
+        thinking: str | None = None,
     ):
         super().__init__()
         if env_id is not None:  # an env assembled from parts, without a subclass to name it
             self.env_id = env_id
         self.tokenizer = load_tokenizer(tokenizer)
         self.codec = Codec(self.tokenizer)
+        self._tokenizer_ref = tokenizer_ref(self.tokenizer)
         self.protocol = self._protocol(protocol, tool_format, system_prompt, chat)
         self.tasks = resolve_tasks(tasks if tasks is not None else self.default_tasks,
                                    self.load_tasks)
@@ -155,7 +164,7 @@ class TIREnv(gym.Env):
         self.use_tools = use_tools
         self.exhausted_notice = exhausted_notice
         role = observation_role or self.protocol.observation_role
-        self._glue = self.codec.chat_glue(role) if role else None
+        self.chat = chat_binding(self, renderer, thinking, role)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
@@ -230,7 +239,20 @@ class TIREnv(gym.Env):
         """The prompt text: the protocol's messages through the chat template, or its raw
         text (base models)."""
         prompt = self.protocol.prompt(task, self.use_tools)
-        return prompt if isinstance(prompt, str) else self.codec.render_chat(prompt)
+        return prompt if isinstance(prompt, str) else self.codec.decode(self._chat_prompt(prompt))
+
+    def _chat_prompt(self, messages: list[dict[str, Any]]) -> list[int]:
+        schemas = self.protocol.tool_schemas() if self.use_tools else None
+        return self.chat.prompt_ids(messages, schemas)
+
+    def _prompt_ids(self, task: Task) -> list[int]:
+        """The prompt ids: the family's renderer for chat messages (never a decode/encode round
+        trip), the encoded text otherwise or when a subclass overrides ``build_prompt``."""
+        if type(self).build_prompt is TIREnv.build_prompt and self.chat is not None:
+            prompt = self.protocol.prompt(task, self.use_tools)
+            if not isinstance(prompt, str):
+                return self._chat_prompt(prompt)
+        return self.codec.encode(self.build_prompt(task))
 
     def is_final(self, action_text: str, calls: list[ToolCall]) -> bool:
         """Whether this action ends the episode (the protocol decides)."""
@@ -304,17 +326,20 @@ class TIREnv(gym.Env):
         self._done = True  # until this reset succeeds, no episode is running
         task = self._pick_task(options or {})
         await self.aon_reset(task)
-        prompt_ids = self.codec.encode(self.build_prompt(task))
+        prompt_ids = self._prompt_ids(task)
         if len(prompt_ids) >= self.max_total_tokens:
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
                              f"but max_total_tokens={self.max_total_tokens} leaves no room to "
                              "answer; raise max_total_tokens")
         self.task = task
         self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
+        if self._tokenizer_ref:  # the ids' tokenizer, pinned for whoever decodes them later
+            self.trajectory.metadata["tokenizer"] = self._tokenizer_ref
         self.state = EpisodeState(
             task=task, codec=self.codec, max_turns=self.max_turns,
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
-            obs_token_budget=self.max_obs_tokens, frame=self._frame)
+            obs_token_budget=self.max_obs_tokens,
+            frame=self.chat.frame if self.chat is not None else _unframed)
         self._done = False
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
         return obs, {**self.episode_info(), **self.limits.info()}
@@ -342,7 +367,8 @@ class TIREnv(gym.Env):
     def limits(self) -> GenerationLimits:
         """What the next generation must obey (also ``info["limits"]``, mirrored into
         ``info["stop_sequences"]``/``info["max_new_tokens"]``)."""
-        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left())
+        ids = self.chat.stop_token_ids() if self.chat is not None else ()
+        return GenerationLimits(tuple(self.stop_sequences), self._tokens_left(), ids)
 
     # ------------------------------------------------------------------ step
     def step(self, action: Any):
@@ -419,6 +445,8 @@ class TIREnv(gym.Env):
         if cut:
             turn.notes.append(f"action cut to the {room} tokens left in the budget: "
                               f"{cut} tokens dropped")
+        if self.chat is not None:  # nothing written inside a reasoning block is read
+            text = self.chat.visible(text)
         calls = self.protocol.parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
@@ -546,9 +574,11 @@ class TIREnv(gym.Env):
         texts = self._result_texts(results, turn)
         action_text = self.state.actions[-1]
         body = self.protocol.observation(calls, texts, action_text, self.state)
-        before, after = self._glue_around(action_text)
-        ids = self.codec.encode(before) + self.codec.encode_untrusted(body) + \
-            self.codec.encode(after)
+        if self.chat is not None and self.chat.frames_turns():
+            ids = self._bridge(calls, texts, body, turn)
+        else:
+            close = self.chat.close_reasoning_ids(action_text) if self.chat is not None else []
+            ids = close + self.codec.encode_untrusted(body)
         if len(ids) > self.max_obs_tokens:
             ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
             turn.notes.append(f"observation truncated: {dropped} tokens dropped")
@@ -558,23 +588,20 @@ class TIREnv(gym.Env):
             ids = ids[:room]
         return ids
 
-    def _frame(self, body: str, action_text: str) -> str:
-        """The observation text as appended (what a protocol sizes its body against)."""
-        before, after = self._glue_around(action_text)
-        return before + body + after
-
-    def _glue_around(self, action_text: str) -> tuple[str, str]:
-        """The env's own text around an observation body: the chat glue of an
-        ``observation_role`` message (closing the assistant turn, opening the next one).  An
-        end-of-turn token the policy already generated (e.g. ``<|im_end|>``) is not repeated.
-        Only this glue is encoded with added tokens; the body never is."""
-        if not self._glue:
-            return "", ""
-        before, after = self._glue
-        eos = self.codec.eos_text
-        if eos and action_text.endswith(eos) and before.startswith(eos):
-            before = before[len(eos):]
-        return before, after
+    def _bridge(self, calls: list[ToolCall], texts: list[str], body: str,
+                turn: Turn) -> list[int]:
+        """The family's env tokens after this action: its close if the policy did not sample
+        it, the observation as ``observation_role`` message(s), the next assistant opener."""
+        traj, span = self.trajectory, turn.action_span
+        ledger = traj.prompt_ids + traj.token_ids
+        context, completion = ledger[:len(traj.prompt_ids) + span[0]], \
+            ledger[len(traj.prompt_ids) + span[0]:]
+        ids, dropped = self.chat.observation_ids(context, completion,
+                                                 self.chat.messages(calls, texts, body),
+                                                 self.max_obs_tokens)
+        if dropped:
+            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
+        return ids
 
     def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
         """Result texts, with the exhaustion notice shown once where the budget ran out."""
@@ -639,6 +666,24 @@ class TIREnv(gym.Env):
                 raise TypeError(f"tools must be Tool instances, got {type(tool).__name__}")
             out[tool.name] = tool
         return out
+
+
+def chat_binding(env: TIREnv, renderer: Any, thinking: str | None,
+                 role: str | None) -> ChatBinding | None:
+    """The env's chat mode (``None`` for a raw-text protocol); adapts ``env.protocol`` to the
+    family (its tools rendered and parsed the family's way)."""
+    if not env.protocol.chat:
+        if renderer is not None or thinking is not None:
+            raise ValueError("renderer=/thinking= apply to chat mode; this protocol runs raw "
+                             "text (pass chat=True where the env allows it)")
+        return None
+    binding = ChatBinding.build(env.tokenizer, env.codec, env.protocol, renderer, thinking, role)
+    env.protocol = binding.adapt(env.protocol)
+    return binding
+
+
+def _unframed(body: str, action_text: str) -> str:
+    return body
 
 
 def _floats(logprobs: Any) -> list[float] | None:

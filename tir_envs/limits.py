@@ -19,15 +19,18 @@ INFO_KEYS = ("stop_sequences", "max_new_tokens")
 
 @dataclass(frozen=True)
 class GenerationLimits:
-    """Stop strings (kept in the output) and the most tokens the next action may have."""
+    """Stop strings (kept in the output), stop token ids (the model family's end-of-turn and
+    end-of-call ids, kept in the output too) and the most tokens the next action may have."""
 
     stop: tuple[str, ...]
     max_new_tokens: int
+    stop_token_ids: tuple[int, ...] = ()
 
     def info(self) -> dict[str, Any]:
         """The ``info`` entries of a reset or step: the typed value and its Gymnasium mirror."""
         return {"limits": self, "stop_sequences": list(self.stop),
-                "max_new_tokens": self.max_new_tokens}
+                "max_new_tokens": self.max_new_tokens,
+                "stop_token_ids": list(self.stop_token_ids)}
 
     def cap(self, max_tokens: int) -> int:
         """A generator's own ``max_tokens`` capped at the env's budget (at least 1)."""
@@ -42,7 +45,10 @@ class GenerationLimits:
                            "tir_envs envs always return them: does a wrapper drop the info?")
         typed = info.get("limits")
         stop, budget = info["stop_sequences"], info["max_new_tokens"]
+        ids = tuple(int(i) for i in info.get("stop_token_ids", typed.stop_token_ids
+                                              if isinstance(typed, cls) else ()))
         if isinstance(typed, cls) and typed.max_new_tokens == budget \
+                and typed.stop_token_ids == ids \
                 and len(typed.stop) == len(stop) and all(a == b for a, b in zip(typed.stop, stop)):
             return typed
-        return cls(tuple(stop), int(budget))
+        return cls(tuple(stop), int(budget), ids)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -95,11 +98,14 @@ def qwen25_tokenizer():
 def load_tokenizer(tokenizer=None):
     """Resolve the ``tokenizer`` argument every env and policy accepts.
 
-    ``None`` gives the bundled Qwen2.5 tokenizer; a string is a local path or hub name for
+    ``None`` gives the bundled Qwen2.5 tokenizer; ``"family:NAME"`` an offline family vocabulary
+    (``tir_envs.chat.vocab``: qwen3, mistral, stand-ins); a string is a local path or hub name for
     ``AutoTokenizer``; anything else must already be a Hugging Face tokenizer.
     """
     if tokenizer is None:
         return qwen25_tokenizer()
+    if isinstance(tokenizer, str) and tokenizer.startswith("family:"):
+        return family_tokenizer(tokenizer.split(":", 1)[1])
     if isinstance(tokenizer, (str, Path)):
         if check_tokenizer_folder(tokenizer):
             return hub_tokenizer(str(tokenizer))
@@ -110,6 +116,22 @@ def load_tokenizer(tokenizer=None):
             f"tokenizer must be None, a path/name, or a Hugging Face tokenizer; got "
             f"{type(tokenizer).__name__}. Pass e.g. AutoTokenizer.from_pretrained(...).")
     return tokenizer
+
+
+def tokenizer_ref(tokenizer) -> str | None:
+    """A string ``load_tokenizer`` turns back into ``tokenizer``, pinned in every ledger
+    (``trajectory.metadata["tokenizer"]``) so a viewer decodes ids with the tokenizer that made
+    them: ``family:NAME`` for the bundled and offline vocabularies, else the folder or hub name
+    (``None`` when the tokenizer names neither)."""
+    if tokenizer is qwen25_tokenizer():
+        return "family:chatml"
+    name = str(getattr(tokenizer, "name_or_path", "") or "")
+    offline = {"tir-envs/qwen3": "qwen3", "mistralai/tekken-240911": "mistral"}
+    if name in offline:
+        return f"family:{offline[name]}"
+    if name.startswith("stand-in/"):
+        return "family:" + name.split("/", 1)[1]
+    return name or None
 
 
 #: files of which a local tokenizer folder needs at least one
@@ -180,3 +202,114 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
             return True
     except OSError:
         return False
+
+
+# ------------------------------------------------ offline vocabularies per model family
+# (documented in tir_envs.chat.vocab, which re-exports them)
+#: Qwen3's added tokens after Qwen2.5's (content, special)
+QWEN3_EXTRA = (("<tool_response>", False), ("</tool_response>", False),
+               ("<think>", False), ("</think>", False))
+
+_US = "\u2581"
+
+
+def _ds(name: str) -> str:
+    return f"<\uff5c{name.replace(' ', _US)}\uff5c>"
+
+
+#: (content, special) appended to the bundled BPE for each stand-in family
+STAND_IN_TOKENS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "llama-3": tuple((t, True) for t in (
+        "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+        "<|eot_id|>", "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>")),
+    "deepseek-v3": tuple((_ds(n), True) for n in (
+        "begin of sentence", "end of sentence", "User", "Assistant", "tool calls begin",
+        "tool calls end", "tool call begin", "tool call end", "tool sep", "tool outputs begin",
+        "tool outputs end", "tool output begin", "tool output end")),
+    "glm-4.5": tuple((t, True) for t in (
+        "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
+        "<think>", "</think>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+        "<tool_response>", "</tool_response>")),
+}
+STAND_IN_TOKENS["deepseek-r1"] = STAND_IN_TOKENS["deepseek-v3"] + (("<think>", False),
+                                                                   ("</think>", False))
+#: the EOS each stand-in declares (what its real tokenizer declares)
+STAND_IN_EOS = {"llama-3": "<|eot_id|>", "deepseek-v3": _ds("end of sentence"),
+                "deepseek-r1": _ds("end of sentence"), "glm-4.5": "<|endoftext|>"}
+#: families ``family_tokenizer`` builds
+OFFLINE_FAMILIES = ("chatml", "qwen3", "mistral", *STAND_IN_TOKENS)
+
+
+def is_stand_in(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` is one of this module's stand-ins (not a family's real vocabulary)."""
+    return str(getattr(tokenizer, "name_or_path", "")).startswith("stand-in/")
+
+
+def family_tokenizer(family: str) -> Any:
+    """The offline tokenizer of ``family`` (see the module docstring)."""
+    if family == "chatml":
+        return qwen25_tokenizer()
+    if family == "qwen3":
+        return qwen3_tokenizer()
+    if family == "mistral":
+        return mistral_tokenizer()
+    if family in STAND_IN_TOKENS:
+        return stand_in_tokenizer(family)
+    raise ValueError(f"no offline tokenizer for family {family!r}; families: "
+                     f"{', '.join(OFFLINE_FAMILIES)}")
+
+
+def _extend(name: str, extra: tuple[tuple[str, bool], ...], eos: str):
+    """The bundled Qwen2.5 tokenizer with ``extra`` tokens appended in order (fresh copy)."""
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+
+    base = qwen25_tokenizer()
+    backend = base.backend_tokenizer.__class__.from_str(base.backend_tokenizer.to_str())
+    for content, special in extra:
+        token = AddedToken(content, special=special, normalized=False)
+        (backend.add_special_tokens if special else backend.add_tokens)([token])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token=eos, pad_token="<|endoftext|>", unk_token=None,
+        clean_up_tokenization_spaces=False, model_max_length=32768)
+    tok.name_or_path = name
+    return tok
+
+
+@functools.lru_cache(maxsize=1)
+def qwen3_tokenizer():
+    """Qwen3's vocabulary (151,669 tokens), offline; no chat template (the renderer owns it)."""
+    tok = _extend("tir-envs/qwen3", QWEN3_EXTRA, "<|im_end|>")
+    assert tok.convert_tokens_to_ids("</think>") == 151668, "Qwen3 ids drifted"
+    return tok
+
+
+@functools.lru_cache(maxsize=4)
+def stand_in_tokenizer(family: str):
+    """The bundled BPE plus ``family``'s special tokens: a stand-in, labelled as one."""
+    return _extend(f"stand-in/{family}", STAND_IN_TOKENS[family], STAND_IN_EOS[family])
+
+
+#: the Tekken file shipped in mistral-common that ``mistral_tokenizer`` loads (Mistral NeMo's)
+MISTRAL_TEKKEN = "tekken_240911.json"
+
+
+def mistral_tekken_path() -> Path:
+    try:
+        import mistral_common
+    except ImportError:
+        raise ImportError("Mistral needs mistral-common: pip install 'tir-envs[chat]'") from None
+    return Path(mistral_common.__file__).parent / "data" / MISTRAL_TEKKEN
+
+
+@functools.lru_cache(maxsize=1)
+def mistral_tokenizer():
+    """Mistral's real Tekken tokenizer (mistral-common's shipped file), as a transformers
+    tokenizer (``MistralCommonBackend``)."""
+    from transformers.tokenization_mistral_common import MistralCommonBackend
+
+    folder = Path(tempfile.mkdtemp(prefix="tir-mistral-"))
+    shutil.copy(mistral_tekken_path(), folder / "tekken.json")
+    tok = MistralCommonBackend.from_pretrained(str(folder))
+    tok.name_or_path = "mistralai/tekken-240911"
+    return tok

@@ -122,6 +122,18 @@ async def settle(backend: LocalBackend, expect: int, timeout: float = 30.0) -> i
         await asyncio.sleep(0.1)
 
 
+async def steady(backend: LocalBackend, timeout: float = 30.0) -> int:
+    """Wait until the sandbox tree's size holds for 1.5 s (the session ``wait_ready``
+    opened and closed is gone: since issue 29 the servers are all up right after it)."""
+    deadline = time.monotonic() + timeout
+    last, same = -1, 0
+    while same < 3 and time.monotonic() < deadline:
+        procs, _ = sandbox_tree(backend.pool)
+        same, last = (same + 1 if procs == last else 0), procs
+        await asyncio.sleep(0.5)
+    return last
+
+
 async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "auto",
                every: int = 1000, **pool_options) -> dict:
     """``pool_options``: more ``LocalBackend`` settings (e.g. ``sessions_per_fork_server``)."""
@@ -129,8 +141,7 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
     info = backend.pool.wait_all_servers(timeout=300)
     tool = PythonTool(backend=backend, timeout_s=30)
     one_shot = PythonTool(backend=backend, timeout_s=30, stateful=False)
-    await asyncio.sleep(1.0)
-    idle_procs, _ = sandbox_tree(backend.pool)
+    idle_procs = await steady(backend)
     started = time.perf_counter()
     baseline = sample(backend, 0, started)
     samples, failures, done = [baseline], [], 0
@@ -179,7 +190,7 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
         "sandbox_rss_growth_bounded": final["sandbox_rss_mb"] - baseline["sandbox_rss_mb"]
         <= RSS_GROWTH_LIMIT_MB,  # both idle: fork server and spares only
         "session_cgroups_back_to_live_sessions": final["session_cgroups"]
-        <= live * len(backend.pool.protections.cgroups.pool_dirs if backend.pool.protections.cgroups else ()),
+        <= live * len(tree.pool_dirs if (tree := backend.pool.protections.cgroups) else ()),
         "uids_back_to_live_sessions": final["uids_in_use"] <= live,
     }
     report = {"isolation": info["isolation"], "sessions": done, "concurrency": concurrency,
@@ -190,7 +201,8 @@ async def soak(sessions: int = 10_000, concurrency: int = 32, isolation: str = "
                                ("fork_server_starts", "fork_servers_retired",
                                 "fork_server_deaths")},
               "failures": failures[:10], "checks": checks}
-    pool_dirs = list(backend.pool.protections.cgroups.pool_dirs.values()) if backend.pool.protections.cgroups else []
+    tree = backend.pool.protections.cgroups
+    pool_dirs = list(tree.pool_dirs.values()) if tree else []
     uids = backend.pool.protections.uids
     backend.shutdown()
     checks["no_cgroups_left_after_shutdown"] = not any(os.path.exists(d) for d in pool_dirs)

@@ -11,11 +11,14 @@ synthetic passages share only vocabulary statistics with the questions, not topi
 For each size and backend, in a child process of its own (so peak RSS is that backend's):
   * ``build_s``, ``index_mb``, ``build_peak_rss_mb`` (Python + the ``java`` indexer);
   * ``single_qps`` and ``p50_ms``/``p99_ms``: one ``search(q, 10)`` after another, one thread,
-    after a warm-up (the JVM's JIT); ``batch_qps``: one ``batch_search`` of all queries;
+    after a warm-up (the JVM's JIT); ``single_qps_median`` = 1000 / p50 (what a core that is
+    not shared would sustain: on a loaded machine the mean is dominated by preemptions);
+    ``batch_qps``: one ``batch_search`` of all queries;
   * ``recall@1/5/10`` of the planted golds; ``serve_peak_rss_mb``: the searching process;
     ``baseline_rss_mb``: that process before it built anything (interpreter and QA data).
 Then, over the largest Lucene index, the retrieval server under 64 and 256 concurrent
-clients (``server_load``: q/s, p50/p99, the queueing floor, errors, wrong answers).
+clients: one worker, one with request batching, two worker processes (``server_load``: q/s, p50/p99, the queueing
+floor, mean batch, errors, wrong answers).
 Then ``growth_per_10x`` (each figure's ratio 10k → 100k) and a power-law projection to 1 M and
 21 M passages (wiki-18), labelled ``projected``: figures measured here at 10k and 100k only.
 
@@ -42,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from benchmarks.perf.search import recall  # noqa: E402
 
 K = 10
 WORDS_PER_PASSAGE = 100  # wiki-18 (DPR) splits Wikipedia into 100-word passages
@@ -115,15 +119,6 @@ def questions_and_golds() -> tuple[list, list[dict]]:
     return tasks, [by_title[t] for t in titles if t in by_title]
 
 
-def recall(tasks, results) -> dict[str, float]:
-    out = {}
-    for k in (1, 5, 10):
-        found = [len(set(t.meta["supporting_titles"]) & {h.title for h in hits[:k]})
-                 / len(t.meta["supporting_titles"]) for t, hits in zip(tasks, results)]
-        out[f"recall@{k}"] = round(sum(found) / len(found), 4)
-    return out
-
-
 def rss_mb(who: int) -> float:
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)
 
@@ -156,6 +151,7 @@ def one_backend(backend: str, corpus: Path, out: Path, threads: int) -> dict:
     return {"baseline_rss_mb": baseline, "build_s": round(build_s, 2), "index_mb": round(manifest["index_bytes"] / 2**20, 1),
             "build_peak_rss_mb": build_rss, "serve_peak_rss_mb": rss_mb(resource.RUSAGE_SELF),
             "single_qps": round(len(lat) / (lat.sum() / 1000), 1),
+            "single_qps_median": round(1000 / float(np.percentile(lat, 50)), 1),
             "p50_ms": round(float(np.percentile(lat, 50)), 2),
             "p99_ms": round(float(np.percentile(lat, 99)), 2),
             "batch_qps": round(batch_qps, 1), **recall(tasks, results)}
@@ -171,7 +167,7 @@ def run_child(backend: str, corpus: Path, out: Path, threads: int) -> dict:
 
 
 def server_load(index: Path, queries: list[str], clients: int, per_client: int,
-                threads: int) -> dict:
+                threads: int, batching: bool = False, workers: int = 1) -> dict:
     """``clients`` concurrent clients, each sending ``per_client`` single-query requests one
     after another, against one retrieval server; every reply checked against a direct search.
     ``queueing_floor_ms`` = clients / the saturated q/s of this same run: the p50 a perfect
@@ -213,11 +209,16 @@ def server_load(index: Path, queries: list[str], clients: int, per_client: int,
                                    for i in range(clients)))
             return latencies, errors, wrong, time.perf_counter() - t
 
-    with RetrievalServer(index, threads=threads, max_pending=max(256, clients)) as server:
+    with RetrievalServer(index, threads=threads, max_pending=max(256, clients),
+                         batching=batching, workers=workers) as server:
         latencies, errors, wrong, wall = asyncio.run(run(server.url + "/retrieve"))
+        health = server.health()
     lat = np.array(latencies) * 1000
     qps = len(lat) / wall
-    return {"clients": clients, "requests": clients * per_client, "qps": round(qps, 1),
+    return {"clients": clients, "batching": batching, "workers": workers,
+            "requests": clients * per_client,
+            "mean_batch": round(health["batched_queries"] / max(1, health["batches"]), 1)
+            if batching else 1.0, "qps": round(qps, 1),
             "p50_ms": round(float(np.percentile(lat, 50)), 1),
             "p99_ms": round(float(np.percentile(lat, 99)), 1),
             "queueing_floor_ms": round(clients / qps * 1000, 1),
@@ -225,14 +226,14 @@ def server_load(index: Path, queries: list[str], clients: int, per_client: int,
             "loadavg": round(os.getloadavg()[0], 2)}
 
 
-PROJECTED = ("build_s", "index_mb", "build_peak_rss_mb", "serve_peak_rss_mb", "p50_ms", "p99_ms")
+PROJECTED = ("build_s", "index_mb", "build_peak_rss_mb", "serve_peak_rss_mb", "p50_ms")
 
 
 def project(small: dict, large: dict, n_small: int, n_large: int) -> dict:
     """Per-10x growth of each figure and a power-law projection to 1 M and 21 M passages."""
     growth, proj = {}, {"1M": {}, "21M": {}}
     decades = math.log10(n_large / n_small)
-    for key in PROJECTED + ("single_qps",):
+    for key in PROJECTED + ("single_qps_median",):
         a, b = small.get(key), large.get(key)
         if not a or not b:
             continue
@@ -284,8 +285,11 @@ def main(argv: list[str] | None = None) -> dict:
         largest = Path(tmp) / f"lucene-{max(args.sizes)}"
         if "lucene" in backends and largest.is_dir() and args.clients:
             queries = [t.question for t in tasks]
-            report["server_load"] = [server_load(largest, queries, c, pick(20, 5), args.threads)
-                                     for c in args.clients]
+            report["server_load"] = [server_load(largest, queries, c,
+                                                 max(5, pick(1280, 40) // c), args.threads,
+                                                 batching, workers)
+                                     for c in args.clients
+                                     for batching, workers in ((False, 1), (True, 1), (False, 2))]
     sizes = sorted(report["sizes"])
     if len(sizes) >= 2:
         report["model"] = "figure(N) = figure(largest measured) * growth_per_10x ** log10(N / " \

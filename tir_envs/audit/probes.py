@@ -128,6 +128,48 @@ def nested_answer(ctx):
     return [Action(ctx.answer(f"{ctx.wrong[0]} {ctx.answer(ctx.gold)}"))]
 
 
+# ------------------------------------------------------------------------ reasoning blocks
+def _reasoning(ctx: ProbeContext):
+    """The env's reasoning block (chat mode with a thinking family), else ``None``."""
+    chat = getattr(ctx.env, "chat", None)
+    return chat.renderer.reasoning if chat is not None else None
+
+
+def _bare(r, text: str) -> str:
+    """``text`` after its last reasoning block (a protocol's rendered answer or call may open
+    with one of its own, which would close the probe's block early)."""
+    return text[text.rfind(r.close) + len(r.close):] if r.close in text else text
+
+
+@probe("reasoning.answer_inside", "reasoning",
+       "the gold answer written only inside the family's reasoning block, in one action")
+def answer_inside_reasoning(ctx):
+    r = _reasoning(ctx)
+    if r is None:
+        return None
+    return [Action(f"{r.open}{_bare(r, ctx.answer(ctx.gold))}{r.close}\nDone.")]
+
+
+@probe("reasoning.answer_unclosed", "reasoning",
+       "the gold answer inside a reasoning block the action never closes (cut by a budget)")
+def answer_in_unclosed_reasoning(ctx):
+    r = _reasoning(ctx)
+    if r is None:
+        return None
+    return [Action(f"{r.open}{_bare(r, ctx.answer(ctx.gold))} and more")]
+
+
+@probe("reasoning.call_inside", "reasoning",
+       "a tool call written inside the reasoning block, then a wrong answer: the call must not "
+       "run (a tool-use reward would pay for it)")
+def call_inside_reasoning(ctx):
+    r = _reasoning(ctx)
+    if r is None or not ctx.tool:
+        return None
+    hidden = f"{r.open}{_bare(r, ctx.call(ctx.tool, ctx.benign(ctx.tool)))}{r.close}\n"
+    return [Action(hidden + ctx.answer(ctx.wrong[0]))]
+
+
 # ----------------------------------------------------------------------------- copying
 def _printing(ctx: ProbeContext, text: str) -> tuple[str, str] | None:
     """``(tool, call action)`` making a tool print ``text`` (its input never holds it), or

@@ -36,7 +36,10 @@ class MathCodeEnv(TIREnv):
     default), ``tool_penalty`` (VerlTool's R_tool: -0.25 on a wrong answer),
     ``tool_penalties`` (the -0.25 terms of VerlTool's reward code, see ``MathReward``) and
     ``grader``
-    (a ``GraderPool``; default: the process-wide one).  ``format_reward``: RITE's, on by default.
+    (a ``GraderPool``; default: the process-wide one).  ``chat``: ToRL and ZeroTIR run raw text
+    (base models) unless ``chat=True``; RITE is chat only.  ``renderer``/``thinking``/
+    ``observation_role``: chat mode per model family (``TIREnv``, docs/chat_models.md).
+    ``format_reward``: RITE's, on by default.
     ``extraction``: ``"boxed"`` (the RL protocols') or ``"fallback"`` (also an unboxed final
     answer; for evaluation).
     """
@@ -55,12 +58,17 @@ class MathCodeEnv(TIREnv):
                  tool_penalties: Mapping[str, float] | None = None, tool_penalty: float = 0.0,
                  format_reward: bool = True,
                  grader: GraderPool | None = None, extraction: str = "boxed",
-                 use_tools: bool = True, render_mode: str | None = None, **tool_kwargs: Any):
+                 use_tools: bool = True, render_mode: str | None = None,
+                 chat: bool | None = None, renderer: Any = None, thinking: str | None = None,
+                 observation_role: str | None = None, **tool_kwargs: Any):
         python = pop_tool_config(tool_kwargs, "python")["python"]
         if tool_kwargs:
             raise TypeError(f"MathCodeEnv got unexpected keyword argument(s) "
                             f"{sorted(tool_kwargs)}")
         proto = math_protocol(protocol, python.stateful, extraction)
+        if chat is False and isinstance(proto.tool_prompt("q"), list):
+            raise ValueError(f"the {proto.name} protocol is chat only (its prompt is chat "
+                             "messages); leave chat unset, or pick protocol='torl'/'zerotir'")
         b = proto.budgets
         check_positive_int(max_tool_calls=max_tool_calls, max_turns=max_turns,
                            max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
@@ -83,7 +91,8 @@ class MathCodeEnv(TIREnv):
             max_tool_calls=None if calls is None else {"python": calls},
             max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
             max_response_tokens=max_response_tokens, use_tools=use_tools,
-            render_mode=render_mode)
+            render_mode=render_mode, chat=chat, renderer=renderer, thinking=thinking,
+            observation_role=observation_role)
         self.format_reward = format_reward
 
     def load_tasks(self, source: str) -> Sequence[Any]:

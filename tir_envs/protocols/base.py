@@ -92,6 +92,9 @@ class Protocol:
     budgets = Budgets()
     #: where a tool-less ("w/o tools") generation must stop; the action then ends the episode
     standalone_stops: tuple[str, ...] = ()
+    #: the chat renderer renders ``tool_schemas()`` and parses calls in the family's syntax (set
+    #: on a copy by ``tir_envs.chat.ChatBinding``): the prompt must not restate the schemas
+    native_tools: bool = False
 
     def __init__(self, format: ToolCallFormat, system_prompt: str | None = None,
                  chat: bool | None = None, observation_role: str | None = None):
@@ -111,6 +114,11 @@ class Protocol:
                 else []
             return system + [{"role": "user", "content": task.question}]
         return (self.system_prompt + "\n\n" if self.system_prompt else "") + task.question
+
+    def tool_schemas(self) -> list[dict] | None:
+        """The tools' JSON schemas (OpenAI function format), each declared once, for a chat
+        template that renders ``tools=``; ``None``: the protocol describes its tools in text."""
+        return None
 
     # -- one action -----------------------------------------------------------------
     def stop_sequences(self, state: EpisodeState) -> list[str]:

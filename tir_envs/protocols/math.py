@@ -42,7 +42,10 @@ class MathProtocol(Protocol):
 
     def prompt(self, task, use_tools: bool = True):
         if use_tools:
-            return self.tool_prompt(task.question)
+            prompt = self.tool_prompt(task.question)
+            if self.chat and isinstance(prompt, str):  # a raw-text paper asked for chat mode
+                return [{"role": "user", "content": prompt}]
+            return prompt
         if self.chat:
             return [{"role": "user", "content": f"{task.question}\n{STANDALONE_INSTRUCTION}"}]
         return f"User: {task.question}\n{STANDALONE_INSTRUCTION}\nAssistant:\n"

@@ -51,14 +51,19 @@ def tool_schemas(stateful: bool) -> list[dict]:
     ]
 
 
+#: RITE's instructions without any tool description (a family's template renders the tools)
+INSTRUCTIONS = (
+    "Solve the math problem by alternating between thinking and running code.\n"
+    "Every turn has two parts, in this order:\n"
+    "1. <think> ... </think>: plan the next step, or reflect on the last tool result.\n"
+    "2. Exactly one tool call.\n"
+    "Keep cycling until you are sure, then call the answer tool.")
+
+
 def system_prompt(stateful: bool) -> str:
     tools = "\n".join(json.dumps(t, ensure_ascii=False) for t in tool_schemas(stateful))
     return (
-        "Solve the math problem by alternating between thinking and running code.\n"
-        "Every turn has two parts, in this order:\n"
-        "1. <think> ... </think>: plan the next step, or reflect on the last tool result.\n"
-        "2. Exactly one tool call.\n"
-        "Keep cycling until you are sure, then call the answer tool.\n\n"
+        INSTRUCTIONS + "\n\n"
         "# Tools\n\nThe available functions, as JSON signatures:\n<tools>\n" + tools +
         "\n</tools>\n\nTo call a function, write its name and arguments as one JSON object "
         "between tags:\n<tool_call>\n{\"name\": \"<function name>\", \"arguments\": "
@@ -79,8 +84,11 @@ class RITEProtocol(MathProtocol):
         self.stateful = stateful
 
     def tool_prompt(self, question: str):
-        return [{"role": "system", "content": system_prompt(self.stateful)},
-                {"role": "user", "content": question}]
+        system = INSTRUCTIONS if self.native_tools else system_prompt(self.stateful)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+    def tool_schemas(self) -> list[dict]:
+        return tool_schemas(self.stateful)
 
     def render_call(self, tool: str, body: str) -> str:
         """A clean cycle turn: a thought, then exactly one call."""

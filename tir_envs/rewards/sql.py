@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tir_envs.data.databases import task_database_path
 from tir_envs.rewards.base import Reward, RewardResult
-from tir_envs.rewards.sql_compare import (TieGroup, column_mappings, multiset_equal,
-                                          normalize_rows, normalize_value, ordered_match)
+from tir_envs.rewards.sql_compare import GoldResult, TieGroup, normalize_rows
 from tir_envs.rewards.sql_ordering import with_sort_keys
 from tir_envs.rewards.sql_witness import witnesses
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
@@ -60,42 +59,6 @@ class GoldQueryError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- gold side
-
-@dataclass(frozen=True)
-class GoldResult:
-    """The normalised gold rows, their width, and how order is judged."""
-
-    rows: tuple[tuple, ...]
-    width: int
-    ordered: bool
-    runs: tuple[TieGroup, ...] | None = None  # tie structure, when the sort keys could be read
-
-    def matches(self, pred_rows: Sequence[tuple], pred_width: int) -> bool:
-        """Whether normalised prediction rows match this gold result (module doc)."""
-        if pred_width != self.width or len(pred_rows) != len(self.rows):
-            return False
-        if not self.rows:
-            return True  # both empty, same width
-        if self._same(pred_rows):
-            return True
-        if self.width == 1:
-            return False
-        for mapping in column_mappings(self.rows, pred_rows, self.width):
-            if mapping == tuple(range(self.width)):
-                continue  # tried first
-            if self._same([tuple(row[i] for i in mapping) for row in pred_rows]):
-                return True
-        return False
-
-    def _same(self, pred_rows: Sequence[tuple]) -> bool:
-        if self.ordered:
-            return ordered_match(self.rows, pred_rows, self.runs)
-        return multiset_equal(self.rows, pred_rows, self._counts)
-
-    @functools.cached_property
-    def _counts(self) -> Counter:
-        return Counter(self.rows)
-
 
 def _run(db: SQLDatabase, sql: str, timeout_s: float, max_rows: int) -> QueryResult:
     """``sql`` through the tool's executor, on a pooled connection of ``db``."""

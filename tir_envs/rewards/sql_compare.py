@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -244,3 +245,39 @@ class _MappingSearch:
                 yield from self._extend(order, k + 1, assigned, used)
                 del assigned[j]
                 used.discard(i)
+
+
+@dataclass(frozen=True)
+class GoldResult:
+    """The normalised gold rows, their width, and how order is judged."""
+
+    rows: tuple[tuple, ...]
+    width: int
+    ordered: bool
+    runs: tuple[TieGroup, ...] | None = None  # tie structure, when the sort keys could be read
+
+    def matches(self, pred_rows: Sequence[tuple], pred_width: int) -> bool:
+        """Whether normalised prediction rows match this gold result (module doc)."""
+        if pred_width != self.width or len(pred_rows) != len(self.rows):
+            return False
+        if not self.rows:
+            return True  # both empty, same width
+        if self._same(pred_rows):
+            return True
+        if self.width == 1:
+            return False
+        for mapping in column_mappings(self.rows, pred_rows, self.width):
+            if mapping == tuple(range(self.width)):
+                continue  # tried first
+            if self._same([tuple(row[i] for i in mapping) for row in pred_rows]):
+                return True
+        return False
+
+    def _same(self, pred_rows: Sequence[tuple]) -> bool:
+        if self.ordered:
+            return ordered_match(self.rows, pred_rows, self.runs)
+        return multiset_equal(self.rows, pred_rows, self._counts)
+
+    @functools.cached_property
+    def _counts(self) -> Counter:
+        return Counter(self.rows)

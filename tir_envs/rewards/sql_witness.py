@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from tir_envs.rewards.sql_compare import normalize_rows
+from tir_envs.rewards.sql_compare import GoldResult, normalize_rows
 from tir_envs.tools.sql.sqlite_engine import GuardedConnection, guard, run_sqlite
 
 #: copies per gold, rows added per table to each, and the largest file copied (bytes)
@@ -142,8 +142,6 @@ class Witnesses:
     def check(self, pred_sql: str, gold_sql: str, timeout_s: float) -> bool | None:
         """True: the prediction returns the gold's rows on every copy and one copy gives the
         gold rows; False: it differs somewhere; None: no copy gives the gold a row."""
-        from tir_envs.rewards.sql import GoldResult
-
         witnessed = False
         with self.lock:
             for con in self.connections:

@@ -163,9 +163,11 @@ class HFPolicy:
             attention[row, width - len(p):] = 1
         max_new = max(x.max_tokens for x in samplings)
         all_stops = sorted({x for st in stops for x in st if x})
+        stop_ids = {i for x in samplings for i in x.stop_token_ids}
         kwargs = self._generate_kwargs(s, max_new, all_stops, width,
                                        [(x.seed, len(p)) for x, p in zip(samplings, prompts)],
                                        device)
+        kwargs["eos_token_id"] = sorted({*self.eos_token_ids, *stop_ids})
         with torch.no_grad(), _seeded(None if self.per_request_rng else s.seed):
             out = self.model.generate(input_ids=input_ids.to(device),
                                       attention_mask=attention.to(device), **kwargs)
@@ -173,7 +175,8 @@ class HFPolicy:
         logprobs = _sampled_logprobs(out.logits, new, s.temperature, self.vocab_size)
         self.batches.append(len(prompts))
         return [self._to_generation(new[row].tolist(), logprobs[row].tolist(), stops[row],
-                                    samplings[row].max_tokens) for row in range(len(prompts))]
+                                    samplings[row].max_tokens, samplings[row].stop_token_ids)
+                for row in range(len(prompts))]
 
     def _generate_kwargs(self, s: SamplingParams, max_new: int, stops: list[str],
                          prompt_width: int, rows: Sequence[tuple[int | None, int]],
@@ -201,8 +204,9 @@ class HFPolicy:
         return kwargs
 
     def _to_generation(self, ids: list[int], logprobs: list[float], stop: Sequence[str],
-                       max_tokens: int) -> Generation:
-        cut = cut_at_stop(ids, self.codec.decode, stop, self.eos_token_ids, max_tokens)
+                       max_tokens: int, stop_ids: Sequence[int] = ()) -> Generation:
+        cut = cut_at_stop(ids, self.codec.decode, stop, [*self.eos_token_ids, *stop_ids],
+                          max_tokens)
         ids, logprobs = ids[:cut.length], logprobs[:cut.length]
         return Generation(ids, logprobs, cut.finish_reason, cut.stop_reason,
                           text=self.codec.decode(ids))

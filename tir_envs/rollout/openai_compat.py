@@ -163,6 +163,8 @@ class OpenAIPolicy:
             body["top_k"] = sampling.top_k
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if sampling.stop_token_ids:  # vLLM's extension; the cut is made here too (parse_choice)
+            body["stop_token_ids"] = list(sampling.stop_token_ids)
         return {**body, **sampling.extra, **self.extra_body}
 
     async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
@@ -172,9 +174,10 @@ class OpenAIPolicy:
             choice = data["choices"][0]
         except (KeyError, IndexError, TypeError) as exc:
             raise ServerError(f"{self.url} returned no choices: {str(data)[:500]}") from exc
-        return self.parse_choice(choice, stop)
+        return self.parse_choice(choice, stop, sampling.stop_token_ids)
 
-    def parse_choice(self, choice: dict[str, Any], stop: Sequence[str]) -> Generation:
+    def parse_choice(self, choice: dict[str, Any], stop: Sequence[str],
+                     stop_token_ids: Sequence[int] = ()) -> Generation:
         """A ``Generation`` from one completion choice: ids if the server gave them, else text."""
         finish = choice.get("finish_reason") or "stop"
         stop_reason = choice.get("stop_reason") if isinstance(choice.get("stop_reason"), str) \
@@ -190,6 +193,10 @@ class OpenAIPolicy:
             ids = [int(i) for i in ids]
             if logprobs is None or len(logprobs) != len(ids) or any(x is None for x in logprobs):
                 logprobs = None
+            end = next((k + 1 for k, t in enumerate(ids) if t in set(stop_token_ids)), len(ids))
+            if end < len(ids):  # a server that ignored stop_token_ids: cut at the first one
+                ids, finish = ids[:end], "stop"
+                logprobs = logprobs[:end] if logprobs is not None else None
             return Generation(ids, logprobs, finish, stop_reason, text=self.codec.decode(ids))
         text = choice.get("text")
         if not isinstance(text, str):

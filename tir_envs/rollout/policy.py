@@ -26,6 +26,9 @@ class SamplingParams:
     top_k: int = -1
     seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ids that end the action, kept in it (the env's ``limits.stop_token_ids``: the model
+    #: family's end-of-turn / end-of-call ids); every backend honours them
+    stop_token_ids: tuple[int, ...] = ()
 
 
 @dataclass

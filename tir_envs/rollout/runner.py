@@ -115,7 +115,10 @@ class Episode:
     async def generate(self, policy: Policy, sampling: SamplingParams) -> Generation:
         """Ask ``policy`` for the next action under the env's current limits.  Whatever the
         backend raises is a ``PolicyError`` (its failure, not the env's)."""
-        params = dataclasses.replace(sampling, max_tokens=self.limits.cap(sampling.max_tokens))
+        params = dataclasses.replace(sampling, max_tokens=self.limits.cap(sampling.max_tokens),
+                                     stop_token_ids=tuple(dict.fromkeys(
+                                         (*sampling.stop_token_ids,
+                                          *self.limits.stop_token_ids))))
         t0 = time.perf_counter()
         before = getattr(policy, "version", None)  # the weights this call starts with
         try:

@@ -63,7 +63,8 @@ class ScriptedPolicy:
         self.calls += 1
         text = self.next_action(self.codec.decode(prompt_ids), stop)
         ids = self.codec.encode(text)
-        cut = cut_at_stop(ids, self.codec.decode, stop, max_tokens=sampling.max_tokens)
+        cut = cut_at_stop(ids, self.codec.decode, stop, sampling.stop_token_ids,
+                          max_tokens=sampling.max_tokens)
         ids = ids[:cut.length]
         if self.token_delay_s:
             await asyncio.sleep(self.token_delay_s * len(ids))

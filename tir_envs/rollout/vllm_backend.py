@@ -84,6 +84,7 @@ class VLLMPolicy:
             n=1, max_tokens=sampling.max_tokens, temperature=max(sampling.temperature, 0.0),
             top_p=sampling.top_p, top_k=sampling.top_k if sampling.top_k and sampling.top_k > 0
             else 0, seed=sampling.seed, stop=list(stop), include_stop_str_in_output=True,
+            stop_token_ids=list(sampling.stop_token_ids),
             logprobs=0, skip_special_tokens=False, output_kind=RequestOutputKind.FINAL_ONLY,
             **sampling.extra)
 

@@ -16,8 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "*.jsonl trajectory files")
     p.add_argument("--out", help="where to write the page (default: view.html in a run folder, "
                    "else SOURCE with .html)")
-    p.add_argument("--tokenizer", help="tokenizer folder the ids belong to (default: the run's "
-                   "setting, else the bundled Qwen2.5)")
+    p.add_argument("--tokenizer", help="tokenizer the ids belong to: a folder, hub name, "
+                   "family:NAME or module:function (default: the run's setting, else the one "
+                   "the ledgers pin, else the bundled Qwen2.5, flagged as a guess)")
     p.add_argument("--serve", action="store_true", help="also serve the page on localhost")
     p.add_argument("--port", type=int, default=0, help="port for --serve (default: any free)")
     p.set_defaults(func=run)

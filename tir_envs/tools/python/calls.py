@@ -29,7 +29,7 @@ from tir_envs.tools.python.session import (BUSY, ENDED, MAX_HELLO, PendingCall, 
                                            SessionState)
 
 S = SessionState
-EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run, wait this long for its exit status
+EXIT_WAIT_S = 1.0        # after a session's socket closes mid-run: how long to wait for its exit
 QUICK_LOOKS = 4          # loop rounds a reply waits for its interpreter to block, before a stop
 
 
@@ -219,10 +219,15 @@ class SessionCalls:
                 run.looks += 1
                 run.recheck = self.reactor.call_later(0, self._check_over, handle, run, delay)
                 return
-            cgroup.stop()
-            state = before if before in ("waiting", "unknown") else cgroup.interpreter_state()
+            stopped = cgroup.stop()
+            state = (before if before in ("waiting", "unknown") else
+                     cgroup.interpreter_state()) if stopped else "unsettled"
             if state == "waiting" and before != "waiting":
-                cgroup.stop()  # a fork it began before its stop landed is counted now
+                stopped = cgroup.stop()  # a fork it began before its stop landed: counted now
+                state = state if stopped else "unsettled"
+            if not stopped:  # not frozen in time: what it stopped runs on until the next look
+                self.counters["stops_not_frozen_in_time"] += 1
+                cgroup.cont()
             if state in ("busy", "unsettled"):
                 self.counters[f"results_while_{state}"] += 1
                 if state == "busy":  # not over: let it run on (the deadline still holds)

@@ -194,8 +194,10 @@ class SessionCgroup:
             return "busy"
         return "waiting" if waiting else "busy"
 
-    def stop(self) -> None:
-        """SIGSTOP every process of the session but the keeper.  Stopped processes still die
+    def stop(self) -> bool:
+        """SIGSTOP every process of the session but the keeper; False when the session did
+        not freeze in time (then nothing is stopped for sure: the caller looks again later,
+        the call's deadline still running).  Stopped processes still die
         of SIGKILL: a host that dies leaves nothing frozen behind.  Host descriptors stay
         bounded whatever the session forks and however often this is retried: the
         interpreter's pidfd is kept for the session's life, any other process is signalled
@@ -208,19 +210,24 @@ class SessionCgroup:
             # not: the caller calls ``stop`` again once the stop has landed.)
             _pidfd_signal(self._interp_fd, signal.SIGSTOP)
             if self._tasks() == 2:
-                return
-        if self._freezer is not None and self._stop_frozen():
-            return
+                return True
+        if self._freezer is not None:
+            frozen = self._stop_frozen()
+            if frozen is not None:
+                return frozen
         self._stop_rounds()
+        return True
 
-    def _stop_frozen(self) -> bool:
+    def _stop_frozen(self) -> bool | None:
         """Freeze the session (no process of it can run or fork), SIGSTOP every process the
         now complete list holds, thaw: each stops before it returns to user space.  False
-        when the freezer cannot be used (then ``stop`` falls back to signal rounds)."""
+        when its tasks did not all freeze within a few thousand reads (a loaded machine:
+        they must each get a CPU first; the reactor does not wait longer), None when the
+        freezer cannot be used (then ``stop`` falls back to signal rounds)."""
         try:
             fd = os.open(self._freezer, os.O_RDWR | os.O_CLOEXEC)
         except OSError:
-            return False
+            return None
         try:
             os.write(fd, b"FROZEN")
             for _ in range(FREEZE_WAIT_READS):  # FREEZING until every task is frozen
@@ -228,7 +235,7 @@ class SessionCgroup:
                     break
                 os.sched_yield()
             else:
-                return False  # thawed below; the signal rounds take over
+                return False  # thawed below; looked at again later
             for pid in self.pids():
                 if pid == self.interpreter and self._interp_fd >= 0:
                     _pidfd_signal(self._interp_fd, signal.SIGSTOP)
@@ -237,7 +244,7 @@ class SessionCgroup:
                     _signal_pid(pid, signal.SIGSTOP)
             return True
         except OSError:
-            return False
+            return None
         finally:
             try:
                 os.write(fd, b"THAWED")

@@ -290,11 +290,13 @@ class SandboxPool(SessionCalls):
                 w.server = self._draw()
             if w.server is None:
                 continue
+            at = self._waiters.index(w)
+            del self._waiters[at]  # first: serving it tops up, which must not count it
             if ((w.key is not None and self._unpark(w.key, w.server, w.future))
                     or self._open_spare(w.future, w.key, w.server)):
                 w.timer.cancel()
-                if w in self._waiters:  # (an opening that retired its server served again)
-                    self._waiters.remove(w)
+            else:
+                self._waiters.insert(min(at, len(self._waiters)), w)
 
     def _open_spare(self, fut: cf.Future, key: str | None, server: ForkServer) -> bool:
         """Open a spare of ``server`` for ``fut``, if there is one."""
@@ -375,38 +377,36 @@ class SandboxPool(SessionCalls):
         """The ready server the next session is forked by, and whether a waiter needs it.
 
         First a server that waiters drew and whose sessions on the way do not cover them;
-        else, while spares (and waiters not drawn yet) want more, the server with the fewest
-        spares and spares on the way (ties at random), so spares spread evenly; before the
-        fleet is complete none gets more than its share of them (when the rest come up, their
-        share is still theirs to fork).  ``(None, False)``: nothing to fork now."""
+        else, while the spares are short of ``spares``, the server with the fewest spares and
+        spares on the way (ties at random), so spares spread evenly; before the fleet is
+        complete none gets more than its share of them (when the rest come up, their share
+        is still theirs to fork).  Waiters not drawn yet (the fleet is not complete) are
+        served once they draw.  ``(None, False)``: nothing to fork now."""
         ready = self.fleet.ready()
         if not ready:
             return None, False
         drew = {z: 0 for z in ready}
-        undrawn = 0
         for w in self._waiters:
             if w.server in drew:
                 drew[w.server] += 1
-            elif w.server is None:
-                undrawn += 1
         short = {z: n - z.spawning for z, n in drew.items() if n > z.spawning}
         if short:
             most = max(short.values())
             return self._random.choice([z for z, n in short.items() if n == most]), True
         extra = {z: max(0, z.spawning - n) for z, n in drew.items()}  # spawns for spares
-        if undrawn + self.config.target_spares - len(self._spares) - sum(extra.values()) <= 0:
+        if self.config.target_spares - len(self._spares) - sum(extra.values()) <= 0:
             return None, False
         have = dict(extra)
         for h in self._spares:
             if h.fork_server in have:
                 have[h.fork_server] += 1
         if not self.fleet.complete:
-            share = -(-(self.config.target_spares + undrawn) // self.config.fork_servers)
+            share = -(-self.config.target_spares // self.config.fork_servers)
             have = {z: n for z, n in have.items() if n < share}
             if not have:
                 return None, False
         low = min(have.values())
-        return self._random.choice([z for z, n in have.items() if n == low]), undrawn > 0
+        return self._random.choice([z for z, n in have.items() if n == low]), False
 
     def _spawn(self, z: ForkServer) -> None:
         sid = next(self._sids)

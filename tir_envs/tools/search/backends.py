@@ -57,7 +57,8 @@ def _require(module: str, why: str) -> None:
 
 def open_retriever(source: Any, backend: str | None = None, **kwargs: Any) -> Retriever:
     """A retriever for ``source``: a ``Retriever`` (returned as is), an http(s) URL, or an
-    index folder (backend from its manifest, or ``backend`` to insist on one)."""
+    index folder (backend from its manifest, or ``backend`` to insist on one).  ``kwargs``
+    go to the backend (e.g. bm25 ``mmap=True``, lucene ``k1``/``b``)."""
     if isinstance(source, Retriever):
         return source
     if isinstance(source, str) and source.startswith(("http://", "https://")):
@@ -75,7 +76,7 @@ def open_retriever(source: Any, backend: str | None = None, **kwargs: Any) -> Re
         return LuceneRetriever(source, **kwargs)
     if backend == "bm25":
         from tir_envs.tools.search.bm25 import BM25Retriever
-        return BM25Retriever.load(source)
+        return BM25Retriever.load(source, **kwargs)
     if backend == "dense":
         from tir_envs.tools.search.dense import DenseRetriever
         return DenseRetriever.load(source, **kwargs)

@@ -44,8 +44,11 @@ class BM25Retriever(Retriever):
         bm25s, Stemmer = _modules()
         self._bm25s = bm25s
         self._stem = Stemmer.Stemmer("english").stemWords
-        self.ids = [d["id"] for d in docs]
-        self.contents = [d["contents"] for d in docs]
+        if isinstance(docs, MappedDocs):
+            self.ids, self.contents = docs.view("id"), docs.view("contents")
+        else:
+            self.ids = [d["id"] for d in docs]
+            self.contents = [d["contents"] for d in docs]
         if model is None:
             model = bm25s.BM25(k1=k1, b=b, method="lucene")
             model.index(self._tokenize(self.contents, ids=True), show_progress=False)
@@ -59,14 +62,19 @@ class BM25Retriever(Retriever):
         return cls(normalize_docs(docs), k1=k1, b=b)
 
     @classmethod
-    def load(cls, index: str | Path) -> "BM25Retriever":
-        """Open a folder written by ``build_bm25_index``."""
+    def load(cls, index: str | Path, mmap: bool = False) -> "BM25Retriever":
+        """Open a folder written by ``build_bm25_index``.  ``mmap``: memory-map the score
+        matrix (bm25s) and the documents (read from ``docs.jsonl`` per hit) instead of
+        loading them, so many processes share one copy in the page cache."""
         bm25s, _ = _modules()
         index = Path(index)
         manifest = read_manifest(index) or {}
         if manifest.get("backend") != "bm25":
             raise ValueError(f"{index} is not an in-process BM25 index (manifest backend: "
                              f"{manifest.get('backend')!r})")
+        if mmap:
+            model = bm25s.BM25.load(str(index / "bm25s"), mmap=True, show_progress=False)
+            return cls(MappedDocs(index / "docs.jsonl"), model=model)
         docs = [json.loads(line) for line in (index / "docs.jsonl").open(encoding="utf-8")]
         return cls(docs, model=bm25s.BM25.load(str(index / "bm25s")))
 
@@ -103,6 +111,41 @@ class BM25Retriever(Retriever):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "k1": self.k1, "b": self.b}
+
+
+class MappedDocs:
+    """The documents of a ``docs.jsonl`` read in place through ``mmap``: 8 bytes a document
+    (its line offset) in process memory, the text in the shared page cache."""
+
+    def __init__(self, path: Path):
+        import mmap
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        ends = np.flatnonzero(np.frombuffer(self._map, dtype=np.uint8) == ord("\n")) + 1
+        self._starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        self._ends = ends.astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def record(self, i: int) -> dict[str, str]:
+        return json.loads(self._map[self._starts[i]:self._ends[i]])
+
+    def view(self, name: str) -> "_FieldView":
+        return _FieldView(self, name)
+
+
+class _FieldView:
+    """``docs.view("id")[i]``: one field of document ``i``, parsed when asked for."""
+
+    def __init__(self, docs: MappedDocs, name: str):
+        self._docs, self._name = docs, name
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __getitem__(self, i: int) -> str:
+        return self._docs.record(int(i))[self._name]
 
 
 def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = False,

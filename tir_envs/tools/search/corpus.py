@@ -1,11 +1,13 @@
-"""Retrieval corpora: reading a JSONL corpus, and the index folder conventions.
+"""Retrieval corpora: streaming a corpus, and the index folder conventions.
 
-A corpus is JSONL, one document per line, in either layout the field uses:
+A corpus is JSONL (plain or ``.gz``, one document per line) or Parquet (one per row), streamed
+record by record with ``file:line`` errors, in either layout the field uses:
 ``{"id", "contents"}`` (pyserini, FlashRAG, Search-R1's wiki-18: first line of ``contents`` is
 the title) or ``{"id", "title", "text"}`` (DPR, BEIR).  Both become ``{"id", "contents"}``.
 Every index this package builds is a folder with a ``tir_envs_index.json`` manifest naming its
 backend; a folder without one but with Lucene ``segments_N`` files is read as a Lucene index,
 so indexes built by pyserini or Anserini (e.g. prebuilt Wikipedia BM25 indexes) just work.
+An index is built in a hidden scratch folder renamed into place at the end (``building``).
 """
 
 from __future__ import annotations

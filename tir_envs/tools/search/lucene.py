@@ -117,7 +117,7 @@ def build_lucene_index(corpus: str | Path, out: str | Path, threads: int = 1,
                "-threads", str(threads), "-input", str(coll), "-index", str(index_dir),
                "-storePositions", "-storeRaw"] + (["-storeDocvectors"] if store_docvectors else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              preexec_fn=_die_with_parent)
+                              preexec_fn=die_with_parent)
         log = proc.stdout + proc.stderr
         m = re.search(r"indexed:\s+([\d,]+)", log)
         indexed = int(m.group(1).replace(",", "")) if m else -1
@@ -137,7 +137,7 @@ def build_lucene_index(corpus: str | Path, out: str | Path, threads: int = 1,
     return out
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the ``java`` child: be killed when the building process dies (even by SIGKILL), so
     no orphan indexer keeps writing into a scratch folder the next build will remove."""
     import ctypes

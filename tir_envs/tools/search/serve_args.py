@@ -20,4 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pending", type=int, default=256,
                         help="requests searched or queued at once; past it the server answers "
                              "503 overloaded at once (back-pressure)")
+    parser.add_argument("--batching", action="store_true",
+                        help="search requests that wait for a free search lane together, as "
+                             "one batch search (measured slower over Lucene: docs/search.md)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes on the one port, sharing the index through mmap")
+    parser.add_argument("--mmap", action="store_true",
+                        help="bm25: memory-map the index instead of loading it (Lucene always "
+                             "maps its files)")
+    parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)

@@ -9,6 +9,8 @@ Back-pressure: at most ``max_pending`` requests are searched or waiting at once;
 server answers at once with HTTP 503 and ``{"error": "overloaded", "reason", "pending",
 "max_pending"}`` (and ``Retry-After``), instead of letting a queue (and every client's latency)
 grow without bound.  The client turns it into an infrastructure error of that one search.
+With ``--batching``, concurrent requests are searched together (``batcher.py``); off by
+default, because over Lucene it measured slower (docs/search.md).
 
 ``RetrievalServer`` starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
 answers, and always stops it::
@@ -32,6 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tir_envs.tools.search.batcher import Batcher
 from tir_envs.tools.search.retriever import Retriever
 from tir_envs.tools.search.serve_args import LOOPBACK, add_arguments
 
@@ -60,13 +63,15 @@ def parse_request(body: Any, default_k: int) -> tuple[list[str], int, bool]:
 
 
 def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
-             max_pending: int = MAX_PENDING):
-    """The aiohttp application serving ``retriever`` (see the module docstring)."""
+             max_pending: int = MAX_PENDING, batching: bool = False):
+    """The aiohttp application serving ``retriever`` (see the module docstring);
+    ``batching``: concurrent requests are searched together (``Batcher``)."""
     from aiohttp import web
 
     if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
         raise ValueError(f"max_pending must be a positive integer, got {max_pending!r}")
     load = {"pending": 0, "rejected": 0, "served": 0}
+    batcher = Batcher(retriever, threads) if batching else None
 
     async def retrieve(request: web.Request) -> web.Response:
         try:
@@ -83,7 +88,8 @@ def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
                 status=503, headers={"Retry-After": "1"})
         load["pending"] += 1
         try:
-            results = await retriever.abatch_search(queries, k, threads)
+            results = await (batcher.search(queries, k) if batcher is not None
+                             else retriever.abatch_search(queries, k, threads))
         except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
             return web.json_response({"error": f"{type(exc).__name__}: {exc}"}, status=500)
         finally:
@@ -93,8 +99,10 @@ def make_app(retriever: Retriever, default_k: int = 3, threads: int = 1,
         return web.json_response({"result": items})
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", **retriever.describe(),
-                                  "max_pending": max_pending, **load})
+        batches = {"batches": batcher.batches, "batched_queries": batcher.batched_queries} \
+            if batcher is not None else {}
+        return web.json_response({"status": "ok", "pid": os.getpid(), **retriever.describe(),
+                                  "max_pending": max_pending, **load, **batches})
 
     app = web.Application(client_max_size=64 * 2**20)
     app.add_routes([web.post("/retrieve", retrieve), web.get("/health", health)])
@@ -107,14 +115,16 @@ def _item(d: dict[str, Any], scores: bool) -> dict[str, Any]:
 
 async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
                 default_k: int = 3, threads: int = 1, ready_file: str | None = None,
-                max_pending: int = MAX_PENDING) -> None:
-    """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening."""
+                max_pending: int = MAX_PENDING, batching: bool = False,
+                reuse_port: bool = False) -> None:
+    """Serve until SIGTERM/SIGINT; writes the bound URL to ``ready_file`` once listening.
+    ``reuse_port``: share ``port`` with the other workers (``SO_REUSEPORT``)."""
     from aiohttp import web
 
-    runner = web.AppRunner(make_app(retriever, default_k, threads, max_pending),
+    runner = web.AppRunner(make_app(retriever, default_k, threads, max_pending, batching),
                            access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, reuse_port=reuse_port or None)
     await site.start()
     bound = site._server.sockets[0].getsockname()[1]  # the real port when port=0
     url = f"http://{host}:{bound}"
@@ -137,10 +147,15 @@ async def serve(retriever: Retriever, host: str = LOOPBACK, port: int = 8000,
 
 def run(args: argparse.Namespace) -> int:
     from tir_envs.tools.search.backends import open_retriever
+    from tir_envs.tools.search.corpus import detect_backend
 
-    retriever = open_retriever(args.index)
+    if args.workers > 1:
+        from tir_envs.tools.search.workers import run_workers
+        return run_workers(args)
+    options = {"mmap": True} if args.mmap and detect_backend(args.index) == "bm25" else {}
+    retriever = open_retriever(args.index, **options)
     asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
-                      args.max_pending))
+                      args.max_pending, args.batching, args.reuse_port))
     return 0
 
 
@@ -148,9 +163,11 @@ class RetrievalServer:
     """A retrieval server subprocess on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
-                 startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING):
+                 startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING,
+                 batching: bool = False, workers: int = 1, mmap: bool = False):
         self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
-        self.max_pending = max_pending
+        self.max_pending, self.batching = max_pending, batching
+        self.workers, self.mmap = workers, mmap
         self.startup_timeout_s = startup_timeout_s
         self.url: str | None = None
         self._proc: subprocess.Popen | None = None
@@ -164,7 +181,8 @@ class RetrievalServer:
         cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
                "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
                "--threads", str(self.threads), "--max-pending", str(self.max_pending),
-               "--ready-file", str(ready)]
+               "--ready-file", str(ready), "--workers", str(self.workers)] \
+            + (["--batching"] if self.batching else []) + (["--mmap"] if self.mmap else [])
         with open(log, "wb") as out:
             self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL)

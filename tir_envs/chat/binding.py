@@ -1,0 +1,140 @@
+"""``ChatBinding``: everything chat mode adds to an env, in one object the env calls.
+
+The env stays a ledger keeper: the binding renders the prompt (with ``tools=`` when the family
+renders them and the protocol has schemas), turns an observation into the family's env tokens
+(``bridge_ids``; the observation budget cuts the tool message's content, never the framing),
+states the stop ids, blanks reasoning blocks before a protocol reads an action, and closes a
+reasoning block the policy left open before an observation written into the same turn.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+from tir_envs.chat.calls import FamilyFormat
+from tir_envs.chat.reasoning import blank_reasoning, ends_inside
+from tir_envs.chat.registry import resolve_renderer
+from tir_envs.chat.renderer import ChatRenderer, Message
+from tir_envs.chat.template import TemplateRenderer
+from tir_envs.formats.base import ToolCall
+from tir_envs.untrusted import escape_controls
+
+
+class ChatBinding:
+    """Chat mode of one env: a renderer, the protocol it adapted, and the env-side rules."""
+
+    def __init__(self, renderer: ChatRenderer, codec: Any, role: str | None):
+        self.renderer, self.codec, self.role = renderer, codec, role
+        self.native = False  # the protocol's tools are rendered and parsed by the family
+        self._opens = False  # the context ends inside a reasoning block (a prefilled opener)
+        self.last_messages: list[Message] = []
+
+    @classmethod
+    def build(cls, tokenizer: Any, codec: Any, protocol: Any, renderer: Any = None,
+              thinking: str | None = None, role: str | None = None) -> "ChatBinding":
+        return cls(resolve_renderer(tokenizer, codec, renderer, thinking, role), codec, role)
+
+    # -- the protocol ------------------------------------------------------------------
+    def adapt(self, protocol: Any) -> Any:
+        """The protocol as this family speaks it: a copy whose calls are in the family's
+        syntax when the family renders tools and the protocol declares schemas (RITE)."""
+        schemas = protocol.tool_schemas()
+        if not (self.renderer.renders_tools and schemas):
+            return protocol
+        adapted = copy.copy(protocol)
+        adapted.format = FamilyFormat(self.renderer)
+        adapted.native_tools = True
+        self.native = True
+        return adapted
+
+    # -- the prompt --------------------------------------------------------------------
+    def prompt_ids(self, messages: list[Message], schemas: list[dict] | None) -> list[int]:
+        tools = schemas if self.native else None
+        ids = self.renderer.prompt_ids(messages, tools)
+        self._opens = self._opens_reasoning(ids)
+        return ids
+
+    # -- a turn ------------------------------------------------------------------------
+    def visible(self, text: str) -> str:
+        """The action as protocols read it: reasoning content blanked."""
+        r = self.renderer.reasoning
+        if r is None:
+            return text
+        return blank_reasoning(text, r, self._opens)
+
+    def reasoning_left_open(self, text: str) -> bool:
+        r = self.renderer.reasoning
+        return r is not None and ends_inside(text, r, self._opens)
+
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return self.renderer.stop_token_ids()
+
+    def frames_turns(self) -> bool:
+        """Whether observations come back as messages (the family's framing) rather than as
+        text inside the assistant turn."""
+        return self.role is not None
+
+    def close_reasoning_ids(self, action_text: str) -> list[int]:
+        """For an observation written into the same turn: the family's reasoning close when the
+        action left a block open (env tokens), so the observation is never inside it."""
+        left_open = self.reasoning_left_open(action_text)
+        self._opens = False
+        return self.codec.encode(self.renderer.reasoning.close) if left_open else []
+
+    def messages(self, calls: Sequence[ToolCall], texts: Sequence[str], body: str) -> list[Message]:
+        """The env turn's messages; tool output with invisible characters escaped
+        (``tir_envs.untrusted``), as every observation is."""
+        if self.native and calls and len(calls) == len(texts):
+            out = self.renderer.tool_messages(calls, texts)
+        else:
+            out = [{"role": self.role, "content": body}]
+        return [{**m, "content": escape_controls(m["content"])} for m in out]
+
+    def observation_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
+                        messages: list[Message], budget: int) -> tuple[list[int], int]:
+        """The env tokens after a completion, and how many content tokens the budget cut."""
+        ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
+        dropped = 0
+        for _ in range(3):  # cut the longest content until the framed whole fits
+            excess = len(ids) - budget
+            if excess <= 0:
+                break
+            k = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
+            content, cut = self._cut(messages[k]["content"], excess)
+            if not cut:
+                break
+            dropped += cut
+            messages = [*messages[:k], {**messages[k], "content": content}, *messages[k + 1:]]
+            ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
+        self._opens = self._opens_reasoning(list(context_ids) + list(completion_ids) + ids)
+        self.last_messages = messages  # what was framed (after the budget's cut), for checks
+        return ids, dropped
+
+    def _cut(self, text: str, excess: int) -> tuple[str, int]:
+        """``text`` shortened by about ``excess`` tokens in the middle (head and tail kept, a
+        marker between), cut at whole characters: a tool message is text, so a character the
+        token budget splits is dropped rather than sent as a replacement character."""
+        body = self.codec.encode(text)
+        marker = "\n...[truncated]...\n"
+        room = max(len(body) - excess - len(self.codec.encode(marker)), 0)
+        if room >= len(body):
+            return text, 0
+        head = (room + 1) // 2
+        tail = room - head
+        head_text = self.codec.decode(body[:head]).rstrip("\ufffd")
+        tail_text = self.codec.decode(body[len(body) - tail:]).lstrip("\ufffd") if tail else ""
+        return head_text + marker + tail_text, len(body) - head - tail
+
+    def frame(self, body: str, action_text: str) -> str:
+        """The text an observation body becomes (protocols fitting results to a budget)."""
+        if isinstance(self.renderer, TemplateRenderer):
+            return self.renderer.frame(body, action_text)
+        return body
+
+    def _opens_reasoning(self, ids: Sequence[int]) -> bool:
+        r = self.renderer.reasoning
+        if r is None or not ids:
+            return False
+        tail = self.codec.decode(list(ids[-8:]))
+        return tail.rstrip().endswith(r.open)

@@ -1,0 +1,108 @@
+"""Mistral, through ``mistral-common`` (Apache-2.0, extra ``chat``): Mistral's own encoder.
+
+Mistral's chat format has no Jinja template to trust: ``mistral-common`` is the reference
+serving stacks use.  The prompt is its ``encode_chat_completion`` (tools in
+``[AVAILABLE_TOOLS]``); a tool result is its ``encode_tool_message`` (``[TOOL_RESULTS]{"content":
+…, "call_id": …}[/TOOL_RESULTS]``, each result its own block, the content JSON-parsed when it is
+JSON, as Mistral serves it).  Calls are ``[TOOL_CALLS][{"name", "arguments", "id"}]``; the
+policy writes the call id and the result carries it back.  A call without a usable id gets
+``MISSING_CALL_ID`` (mistral-common refuses a result without one).  The assistant turn ends with
+``</s>``: when the policy did not sample it, the env adds it (loss mask 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, RendererRefused
+
+TOOL_CALLS = "[TOOL_CALLS]"
+MISSING_CALL_ID = "000000000"
+_ID = re.compile(r"^[a-zA-Z0-9]{9}$")
+
+
+class MistralRenderer(ChatRenderer):
+    family = "mistral"
+    renders_tools = True
+
+    def __init__(self, tokenizer: Any, thinking: str | None = None):
+        super().__init__(tokenizer)
+        if thinking is not None:
+            raise ValueError("this Mistral tokenizer has no thinking switch; leave thinking unset")
+        from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+        inner = getattr(tokenizer, "tokenizer", None)
+        if not isinstance(inner, MistralTokenizer):
+            raise TypeError("the Mistral renderer needs a mistral-common tokenizer (transformers' "
+                            "MistralCommonBackend, e.g. AutoTokenizer of a Mistral folder with "
+                            "tekken.json, or tir_envs.chat.vocab.mistral_tokenizer())")
+        self.mistral = inner
+        self.instruct = inner.instruct_tokenizer
+        self.eos = self.instruct.tokenizer.eos_id
+        self.tool_calls_id = self.instruct.TOOL_CALLS
+        self._tools: list[dict] | None = None
+
+    def prompt_ids(self, messages: list[Message], tools: list[dict] | None = None) -> list[int]:
+        from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+        self._tools = tools or None
+        request = ChatCompletionRequest(messages=messages, tools=self._tools)
+        return list(self.mistral.encode_chat_completion(request).tokens)
+
+    def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
+                   messages: list[Message]) -> list[int]:
+        from mistral_common.protocol.instruct.messages import ToolMessage
+
+        if self.eos in completion_ids[:-1]:
+            raise RendererRefused("the completion goes on after </s>: stop at the end-of-turn id")
+        out = [] if completion_ids and completion_ids[-1] == self.eos else [self.eos]
+        for m in messages:
+            if m.get("role") != "tool":
+                raise RendererRefused(f"an episode adds only tool messages, got {m.get('role')!r}")
+            msg = ToolMessage(content=m["content"], tool_call_id=m.get("tool_call_id")
+                              or MISSING_CALL_ID, name=m.get("name"))
+            out += list(self.instruct.encode_tool_message(msg, False)[0])
+        return out
+
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return (self.eos,)
+
+    def parse_calls(self, text: str) -> list[FamilyCall]:
+        start = text.find(TOOL_CALLS)
+        if start < 0:
+            return []
+        body_at = start + len(TOOL_CALLS)
+        body = text[body_at:].removesuffix("</s>")
+        try:
+            items, used = json.JSONDecoder().raw_decode(body.lstrip())
+        except json.JSONDecodeError as exc:
+            return [FamilyCall(None, {}, text[start:], start, len(text),
+                               f"invalid JSON after [TOOL_CALLS]: {exc.msg}")]
+        end = body_at + (len(body) - len(body.lstrip())) + used
+        items = items if isinstance(items, list) else [items]
+        return [_call(item, text[start:end], start, end) for item in items]
+
+    def render_calls(self, calls: list[tuple[str, dict]]) -> str:
+        payload = [{"name": n, "arguments": a, "id": f"call{i:05d}"} for i, (n, a) in
+                   enumerate(calls)]
+        ids = [self.tool_calls_id] + self.instruct.tokenizer.encode(
+            json.dumps(payload, ensure_ascii=False), bos=False, eos=False) + [self.eos]
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def _call(item: Any, raw: str, start: int, end: int) -> FamilyCall:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return FamilyCall(None, {}, raw, start, end, "a tool call needs a 'name' string")
+    args = item.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return FamilyCall(item["name"], {}, raw, start, end, "'arguments' is not JSON")
+    if not isinstance(args, dict):
+        return FamilyCall(item["name"], {}, raw, start, end, "'arguments' must be an object")
+    call_id = item.get("id")
+    call_id = call_id if isinstance(call_id, str) and _ID.match(call_id) else None
+    return FamilyCall(item["name"], args, raw, start, end, call_id=call_id)
