@@ -77,7 +77,7 @@ def test_the_index_loads_before_the_first_episode_not_in_its_latency(tmp_path):
     policy = ScriptedPolicy(["<search>capital of France</search>", "<answer>Paris</answer>"])
     index = ColdIndex()
     run([], policy, out=tmp_path / "run", tasks=tasks, env="tir/Search-v0",
-        env_kwargs={"retriever": index}, progress=False, concurrency=4)
+        env_kwargs={"retriever": index}, progress=False, concurrency=1)
     records = [json.loads(line) for line in (tmp_path / "run/samples.jsonl").open()]
     latencies = [x for r in records for x in r["tool_latency_s"]]
     assert len(latencies) == 4 and index.loaded

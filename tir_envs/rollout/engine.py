@@ -270,8 +270,6 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
         raise ValueError("arun: policy=None needs every EpisodeJob to name its policy")
     from tqdm.auto import tqdm
 
-    if jobs:
-        await runner.warm_up()  # a cold index or JVM loads here, not in the episodes' latency
     stats = RolloutStats(total=len(jobs))
     name = name or getattr(runner.first_env.unwrapped, "env_id", "env")
     bar = tqdm(total=len(jobs), desc=f"rollout {name} ({mode})", unit="ep",
@@ -296,6 +294,8 @@ async def arun(runner: EpisodeRunner, policy: Policy | None, jobs: Sequence[Epis
     limit = max_concurrency if runner.capacity is None else min(max_concurrency,
                                                                 runner.capacity)
     width = max(1, min(limit, len(jobs)))
+    if jobs:  # envs made and a cold index or JVM loaded here, not in the episodes' latency
+        await runner.warm_up(width)
     schedule = _run_async if mode == "async" else _run_sync
     try:
         await schedule(jobs, runner, policy, width, done)

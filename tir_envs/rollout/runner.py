@@ -231,11 +231,14 @@ class EpisodeRunner:
         """How many episodes can run at once (``None``: as many as asked, envs are made)."""
         return self._pool.capacity
 
-    async def warm_up(self) -> None:
-        """Let the env's tools load what their first call would (``Tool.warm_up``: a search
-        index, a JVM) before any episode starts, so a cold start is not counted in the first
-        episodes' tool latency.  A tool that cannot warm up is left to fail in its episode,
-        where the failure is recorded as the infrastructure error it is."""
+    async def warm_up(self, width: int = 1) -> None:
+        """Before any episode starts: make the ``width`` envs the run will use (making one
+        blocks the event loop, which would land on other episodes' tool latency), and let the
+        env's tools load what their first call would (``Tool.warm_up``: a search index, a
+        JVM), so a cold start is not counted in the first episodes' latency.  A tool that
+        cannot warm up is left to fail in its episode, recorded as the infrastructure error
+        it is."""
+        self._pool.prefill(width)
         env = self._pool.first.unwrapped
         if not getattr(env, "use_tools", True):
             return
@@ -356,6 +359,11 @@ class _EnvPool:
         if not self.envs:
             self.free.append(self._new())
         return self.envs[0].env
+
+    def prefill(self, width: int) -> None:
+        """Make envs (an owned pool) until ``width`` exist, all free."""
+        while self.owned and len(self.envs) < width:
+            self.free.append(self._new())
 
     def _new(self) -> AsyncEnv:
         env = AsyncEnv(self.make())
