@@ -58,23 +58,28 @@ def test_a_checkpoint_writes_no_progress_bar(tmp_path, capfd):
 
 def test_ctrl_c_says_where_the_run_stopped_in_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainers.grpo", "--config", str(TOY), "train.steps=100000",
-         f"train.output_dir={tmp_path}", "train.save_every=2", "train.tensorboard=false",
-         "rollout.tasks_per_step=4", "rollout.samples_per_task=4"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:  # wait for a checkpoint and a little more
-            if (tmp_path / "checkpoints" / "step_0000002").is_dir():
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the toy run wrote no checkpoint in 300 s")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as stderr:  # files, not pipes: a full pipe would stall the trainer
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trainers.grpo", "--config", str(TOY), "train.steps=100000",
+             f"train.output_dir={tmp_path / 'run'}", "train.save_every=2",
+             "train.tensorboard=false", "rollout.tasks_per_step=4",
+             "rollout.samples_per_task=4"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            checkpoints = tmp_path / "run" / "checkpoints"
+            while time.monotonic() < deadline:  # a finished checkpoint (keep_last prunes old)
+                if any(p.is_dir() for p in checkpoints.glob("step_???????")):
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("the toy run wrote no checkpoint in 300 s")
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            proc.kill()
+    err = log.read_text()
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err, err[-4000:]
     line = [ln for ln in err.splitlines() if "interrupted at step" in ln]
