@@ -15,6 +15,10 @@ from typing import Any, Sequence
 
 from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, Reasoning, \
     RendererRefused
+from tir_envs.untrusted import escape_controls, plain_encoder
+
+#: what stands for a message's content in the render its glue is read from
+_SENTINEL = "TIRUNTRUSTEDCONTENT"
 
 #: family -> (renderers config class name, reasoning block or None, has a thinking switch)
 RENDERERS_FAMILIES: dict[str, tuple[str, Reasoning | None, bool]] = {
@@ -68,9 +72,20 @@ class RenderersAdapter(ChatRenderer):
 
     def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                    messages: list[Message]) -> list[int]:
+        wire = _wire(messages)
+        ids = self._bridge(context_ids, completion_ids, wire)
+        for i, m in enumerate(wire):  # each message's content re-encoded as untrusted text
+            if isinstance(m.get("content"), str) and m["content"]:
+                marked = [*wire[:i], {**m, "content": f"{_SENTINEL}{i}"}, *wire[i + 1:]]
+                ids = self._untrusted_region(ids, self._bridge(context_ids, completion_ids,
+                                                               marked))
+        return ids
+
+    def _bridge(self, context_ids: Sequence[int], completion_ids: Sequence[int],
+                wire: list[Message]) -> list[int]:
         before = list(context_ids) + list(completion_ids)
-        out = self.impl.bridge_to_next_turn(list(context_ids), list(completion_ids),
-                                            _wire(messages), tools=self._tools)
+        out = self.impl.bridge_to_next_turn(list(context_ids), list(completion_ids), wire,
+                                            tools=self._tools)
         if out is None:
             raise RendererRefused(f"the {self.family} renderer cannot extend this turn without "
                                   "re-rendering it")
@@ -80,6 +95,23 @@ class RenderersAdapter(ChatRenderer):
         keep = next((n for n in range(min(len(ids), len(before)), -1, -1)
                      if ids[:n] == before[:n]), 0)
         return ids[keep:] if keep < len(before) else ids[len(before):]
+
+    def _untrusted_region(self, ids: list[int], marked: list[int]) -> list[int]:
+        """``ids`` with one message's content re-encoded as untrusted text.  The render with
+        that content replaced by a sentinel shares the family's glue before and after it; what
+        differs is the content as the library encoded it (JSON-quoted where the template
+        quotes it), which is decoded and encoded again with no added tokens, so tool output
+        that spells a special token never becomes its control id (``Codec.encode_untrusted``),
+        while ordinary text gets the same ids as before."""
+        head = 0
+        while head < min(len(ids), len(marked)) and ids[head] == marked[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(ids), len(marked)) - head and ids[-1 - tail] == marked[-1 - tail]:
+            tail += 1
+        middle = self.tokenizer.decode(ids[head:len(ids) - tail], skip_special_tokens=False)
+        return (ids[:head] + plain_encoder(self.tokenizer).encode(escape_controls(middle))
+                + ids[len(ids) - tail:])
 
     def stop_token_ids(self) -> tuple[int, ...]:
         return tuple(self.impl.get_stop_token_ids())
@@ -119,5 +151,4 @@ class RenderersAdapter(ChatRenderer):
 def _wire(messages: list[Message]) -> list[Message]:
     """Messages as ``renderers`` takes them (tool contents are strings, never re-parsed)."""
     return [{k: v for k, v in m.items() if v is not None} for m in messages]
-
 
