@@ -52,9 +52,18 @@ def adapter_episode(code: str) -> dict:
             obs, *_ = env.step(f"```python\n{code}\n```\n```output")
             out["status"].append(env.unwrapped.trajectory.turns[0].tool_results[0]["status"])
             out["observation"].append(env.unwrapped.codec.decode(obs["tokens"].tolist()))
+        out["placed"] = sandbox_hosts()  # while the env holds them (closing may end them)
         return out
     finally:
         env.close()
+
+
+def sandbox_hosts() -> dict[str, str]:
+    """The live sandbox host actors and their nodes, from GCS's actor table (no dashboard)."""
+    from ray._private.state import actors
+
+    return {a["Name"]: a["Address"]["NodeID"] for a in actors().values()
+            if a.get("Name", "").startswith("tir-python-sandbox-") and a["State"] == "ALIVE"}
 
 
 def test_env_settings_reach_every_node_and_sandbox_hosts_spread_over_them(two_nodes):
@@ -69,9 +78,6 @@ def test_env_settings_reach_every_node_and_sandbox_hosts_spread_over_them(two_no
     assert all("42" in o for o in runs[0]["observation"])
     assert all("43" in o for o in runs[1]["observation"])
     # num_hosts=2 with one `sandbox` resource per node: one sandbox host actor on each node
-    from ray._private.state import actors  # GCS's actor table (no dashboard needed)
-
-    placed = {a["Name"]: a["Address"]["NodeID"] for a in actors().values()
-              if a.get("Name", "").startswith("tir-python-sandbox-") and a["State"] == "ALIVE"}
-    assert sorted(placed) == ["tir-python-sandbox-0", "tir-python-sandbox-1"]
-    assert set(placed.values()) == set(nodes)
+    for placed in (r["placed"] for r in runs):
+        assert sorted(placed) == ["tir-python-sandbox-0", "tir-python-sandbox-1"]
+        assert set(placed.values()) == set(nodes)
