@@ -172,8 +172,8 @@ class OpenEnvEnv(TIREnv):
                              "app=... (an ASGI app or 'module:attr' to start here), not both")
         self._local = None
         if app is not None:
-            from tir_envs.envs.openenv_local import LocalServer
-            self._local = LocalServer(app)
+            from tir_envs.envs.openenv_local import serve
+            self._local = serve(app)
             url = self._local.url
         self.base_url = url.rstrip("/").replace("ws://", "http://", 1).replace(
             "wss://", "https://", 1)
@@ -217,7 +217,9 @@ class OpenEnvEnv(TIREnv):
         except Exception:  # noqa: BLE001 - closing must always finish
             pass
         if self._local is not None:
-            self._local.stop()
+            from tir_envs.envs.openenv_local import release
+            release(self._local)
+            self._local = None
 
 
 def _describe_remote(base_url: str, timeout_s: float) -> tuple[dict[str, Any], str]:

@@ -1,5 +1,9 @@
 """An ASGI app (an OpenEnv server's) run in this process on a free local port, for
-``tir/OpenEnv-v0``'s ``app=``: uvicorn on its own thread, stopped with ``stop()``."""
+``tir/OpenEnv-v0``'s ``app=``: uvicorn on its own thread, stopped with ``stop()``.
+
+One app object is served by one server however many envs name it (``serve``/``release``,
+counted): an app's asyncio objects belong to the loop that first used them, so two servers
+(two threads, two loops) of one app break each other's sessions."""
 
 from __future__ import annotations
 
@@ -17,13 +21,18 @@ class LocalServer:
         import uvicorn
 
         self.app = _resolve(app)
-        self.port = _free_port()
+        # the socket is bound here and handed to uvicorn, so no other server (another env's,
+        # started meanwhile) can be given the same free port before this one listens
+        self._socket = socket.socket()
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
                                 log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="openenv-local",
-                                        daemon=True)
+                                        kwargs={"sockets": [self._socket]}, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + startup_timeout_s
         while not self._server.started:
@@ -35,6 +44,7 @@ class LocalServer:
         """Stop serving (idempotent)."""
         self._server.should_exit = True
         self._thread.join(10)
+        self._socket.close()
 
 
 def _resolve(app: Any) -> Any:
@@ -49,7 +59,27 @@ def _resolve(app: Any) -> Any:
     return obj
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_SHARED: dict[int, tuple[LocalServer, int]] = {}  # id(app) -> (its server, envs using it)
+_SHARED_LOCK = threading.Lock()
+
+
+def serve(app: Any) -> LocalServer:
+    """The one server of ``app`` in this process, started on first use."""
+    resolved = _resolve(app)
+    with _SHARED_LOCK:
+        server, users = _SHARED.get(id(resolved), (None, 0))
+        if server is None:
+            server = LocalServer(resolved)
+        _SHARED[id(resolved)] = (server, users + 1)
+        return server
+
+
+def release(server: LocalServer) -> None:
+    """One env is done with ``server``: the last one stops it."""
+    with _SHARED_LOCK:
+        _, users = _SHARED.get(id(server.app), (server, 1))
+        if users > 1:
+            _SHARED[id(server.app)] = (server, users - 1)
+            return
+        _SHARED.pop(id(server.app), None)
+    server.stop()
