@@ -16,7 +16,18 @@ import enum
 from typing import Iterable
 
 
-class ToolStatus(str, enum.Enum):
+class _Word(str, enum.Enum):
+    """A status that prints as its word (``ok``), as the JSON, reports and logs show it;
+    Python 3.11's ``str`` of a str-mixed enum would print ``TurnStatus.OK``."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class ToolStatus(_Word):
     """How a tool call ended.  ``INFRA_ERROR`` is the tool's fault, never the model's."""
 
     OK = "ok"
@@ -31,7 +42,7 @@ class ToolStatus(str, enum.Enum):
         return self is not ToolStatus.OK
 
 
-class TurnStatus(str, enum.Enum):
+class TurnStatus(_Word):
     """How a turn's tool calls went, as a whole (``TurnStatus.of``)."""
 
     OK = "ok"
