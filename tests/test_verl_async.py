@@ -223,3 +223,38 @@ def test_fully_async_trainer_assembles_the_versions_of_exact_ledgers(setup):
     partial = sum(max(max(v) for v in s) != min(min(v) for v in s) for s in spans)
     assert batch.meta_info["fully_async/partial/total_partial_num"] == partial > 0
     assert list(batch.meta_info["trajectory_param_versions"]) == list(nt["max_global_steps"])
+
+
+def test_a_sync_that_splits_a_stop_string_still_ends_the_action_at_it(setup):
+    """vLLM looks for stop strings in a request's own output: resumed after a sync aborted it
+    inside "```output", the generation does not see the stop and runs on into made-up text.
+    The adapter cuts the action at the stop over all its ids (``cut_at_stop``), so it is what
+    one uninterrupted request would have given; its first token's weights are 0, its last 1."""
+    import tir_envs
+    from tir_envs.rollout.policy import SamplingParams
+    from trainers.verl.policy import VerlServerPolicy
+
+    config, _, server, _, tok = setup
+    env = tir_envs.make("tir/MathCode-v0", tokenizer=tok, **ENV)
+    prompt = env.reset(options={"task": TASKS[0]})[0]["tokens"].tolist()
+    codec = env.unwrapped.codec
+    env.close()
+    ids = tok.encode(scripts(tok.eos_token)["6 \\times 7"][0], add_special_tokens=False)
+    k = next(n for n in range(1, len(ids) + 1) if "```output" in tok.decode(ids[:n]))
+    policy = VerlServerPolicy(va.client(config, server), codec, {"logprobs": True}, "vllm",
+                              [tok.eos_token_id])
+
+    async def main():
+        action = asyncio.ensure_future(policy.generate(prompt, ["```output"],
+                                                       SamplingParams(max_tokens=200)))
+        await server.reached(k - 1).wait()  # one token short of completing the stop
+        await va.sync(server, 1)
+        return await action
+
+    gen = asyncio.run(main())
+    first, resumed = server.requests
+    assert (first["end"], resumed["end"]) == ("aborted", "completed")
+    assert first["ids"] == ids[:k - 1]
+    assert HALLUCINATED.strip() in tok.decode(resumed["ids"])  # the server ran past the stop
+    assert gen.token_ids == ids[:k] and gen.stop_reason == "```output"
+    assert gen.policy_version == 0 and (policy.oldest, policy.newest) == (0, 1)
