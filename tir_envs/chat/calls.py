@@ -47,6 +47,10 @@ class FamilyFormat(ToolCallFormat):
         return self.renderer.render_calls([(tool, {self.argument_names.get(tool, "input"):
                                                    body})])
 
+    def render_call_arguments(self, tool: str, arguments: dict) -> str:
+        """A call with any ``arguments``, in the family's syntax."""
+        return self.renderer.render_calls([(tool, arguments)])
+
     def prose(self, text: str) -> str:
         out = text
         for call in self.parse(text):

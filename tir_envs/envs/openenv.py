@@ -162,6 +162,9 @@ class StepTool(Tool):
             "name": self.name, "description": description, "parameters": params}}
 
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
+        if "metadata" in arguments:  # OpenEnv's own field: a remote env may trust what it says
+            return ToolResult("Error: 'metadata' is OpenEnv's field, not an action argument; "
+                              "call step with the action's fields only", ToolStatus.ERROR)
         return await self.remote.step(arguments)
 
 
