@@ -13,7 +13,7 @@ import sys
 import types
 from typing import Any
 
-_LAZY = {"PROBES": "probes", "Action": "probes", "Probe": "probes", "probe": "probes",
+_LAZY = {"PROBES": "battery", "Action": "probes", "Probe": "probes", "probe": "probes",
          "FORGES": "report", "HELD": "report", "MASKS": "report", "NOT_APPLICABLE": "report",
          "PAYS": "report",
          "AuditReport": "report", "ProbeResult": "report", "aaudit": "session",

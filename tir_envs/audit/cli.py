@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def select(names: list[str]):
     """The probes named (or of the families named); all when ``names`` is empty."""
-    from tir_envs.audit.probes import PROBES
+    from tir_envs.audit.battery import PROBES
     if not names:
         return list(PROBES)
     known = {p.name for p in PROBES} | {p.family for p in PROBES}

@@ -42,7 +42,8 @@ class Probe:
     apply.  ``needs_gold``: it is built from the task's gold answer (the audit of an env with
     no gold, a remote env's, runs only the probes that need none).  ``control``: the same
     script with the forged part made neutral; the probe is then judged against its control's
-    episode on the same task instead of the honest-but-wrong baseline (``tir_envs.audit.goldless``)."""
+    episode on the same task instead of the honest-but-wrong baseline
+    (``tir_envs.audit.goldless``)."""
 
     name: str
     family: str
@@ -407,7 +408,3 @@ def _dos(name: str, text: str) -> None:
 
 for _name, _text in _DOS.items():
     _dos(_name, _text)
-
-
-# The probes that need no gold (a remote env's audit) register with the battery here.
-from tir_envs.audit import goldless  # noqa: E402,F401

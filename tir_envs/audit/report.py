@@ -152,8 +152,9 @@ class AuditReport:
                     lines.append(f"- task `{e.task_id}`: reward {_fmt(e.reward)} (baseline "
                                  f"{_fmt(p.baseline[e.task_id])}), correct={e.correct}, "
                                  f"infra_failed={e.infra_failed}, error={e.error!r}, "
-                                 f"statuses={[str(x) for x in e.statuses]}, control ids in an observation "
-                                 f"{e.env_specials}, answer={_short(e)!r}")
+                                 f"statuses={[str(x) for x in e.statuses]}, control ids "
+                                 f"in an observation {e.env_specials}, "
+                                 f"answer={_short(e)!r}")
         return "\n".join(lines) + "\n"
 
     def write(self, out: str | Path) -> tuple[Path, Path]:

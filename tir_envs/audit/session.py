@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from tir_envs.audit.context import ProbeContext
-from tir_envs.audit.probes import PROBES, Probe, honest
+from tir_envs.audit.battery import PROBES
+from tir_envs.audit.probes import Probe, honest
 from tir_envs.audit.report import AuditReport, ProbeResult
 from tir_envs.audit.runner import EpisodeRecord
 from tir_envs.audit.runner import play as run_local
