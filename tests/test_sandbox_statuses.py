@@ -47,13 +47,13 @@ FRAMES = {
     "setup_error": "framed(json.dumps({'op': 'setup_error', 'error': 'x'}).encode())",
     "setup_ok": "framed(json.dumps({'op': 'setup_ok'}).encode())",
     "hello": "framed(json.dumps({'op': 'ready', 'pid': 1}).encode())",
-    "old_infra_json": "framed(json.dumps({'op': 'result', 'kind': 'infra'}).encode())",
-    "guessed_nonce": "proto.encode_result(0, {'kind': 'ok', 'stdout': 'x'})",
-    "real_nonce_every_kind": "b''.join(proto.encode_result(nonce, {'kind': k}) "
-                             "for k in proto.KINDS)",
+    "old_infra_json": "framed(json.dumps({'op': 'result', 'status': 'infra_error'}).encode())",
+    "guessed_nonce": "proto.encode_result(0, {'status': 'ok', 'stdout': 'x'})",
+    "real_nonce_every_kind": "b''.join(proto.encode_result(nonce, {'status': k}) "
+                             "for k in proto.STATUSES)",
     "unknown_kind": "(lambda b: b[:13] + bytes([200]) + b[14:])"
-                    "(proto.encode_result(nonce, {'kind': 'ok'}))",
-    "truncated": "proto.encode_result(nonce, {'kind': 'ok', 'stdout': 'y' * 50})[:30]",
+                    "(proto.encode_result(nonce, {'status': 'ok'}))",
+    "truncated": "proto.encode_result(nonce, {'status': 'ok', 'stdout': 'y' * 50})[:30]",
     "huge_header": "b'\\xff\\xff\\xff\\xff' + b'z' * 64",
     "garbage": "bytes(range(256)) * 4",
 }
