@@ -58,6 +58,17 @@ def test_an_honest_remote_holds_and_only_gold_free_probes_run(honest):
     assert "tool_error" in metadata.episodes[0].statuses  # the wrapper refuses it
 
 
+def test_the_command_line_audits_a_remote(honest, tmp_path, capsys):
+    from tir_envs.cli import main
+    code = main(["audit", "tir/OpenEnv-v0", "--env-arg", f"url={honest}", "--probe", "remote",
+                 "--tasks", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "| `remote.status_words` | HELD |" in out, out
+    written = json.loads((tmp_path / "audit.json").read_text())
+    assert {p["verdict"] for p in written["probes"]} == {HELD} and written["ok"]
+    assert all(len(p["controls"]) == 1 for p in written["probes"])
+
+
 def test_a_weakened_remote_that_trusts_a_claimed_reward_pays(tmp_path):
     url, proc = serve_notes(tmp_path, "weak")
     try:

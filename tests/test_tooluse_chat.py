@@ -48,8 +48,8 @@ TASK = Task("t", "What is the capital of France?", "Paris")
 FAMILIES = [("qwen3", "off"), ("qwen3", "on"), ("llama-3", None), ("mistral", None)]
 
 
-def make(family, thinking, tools=(capital, population), **kw):
-    return ToolUseEnv(tasks=[TASK], tools=list(tools), tokenizer=family_tokenizer(family),
+def make(family, thinking, tools=(capital, population), tasks=(TASK,), **kw):
+    return ToolUseEnv(tasks=list(tasks), tools=list(tools), tokenizer=family_tokenizer(family),
                       renderer=family, thinking=thinking, **kw)
 
 
@@ -176,3 +176,19 @@ def test_raw_text_and_the_tokenizers_own_template_keep_the_listing(kwargs):
         assert info["turn"].status == "ok"
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("llama-3", None)])
+def test_the_audit_holds_on_tooluse_in_a_family(family, thinking):
+    """The audit writes its calls and answers the family's way (``FamilyFormat``) and every
+    probe that applies holds, reasoning probes included where the family has a block."""
+    from tir_envs.audit import HELD, NOT_APPLICABLE, PROBES, audit
+    tasks = [{"question": "What is the capital of France?", "answer": "Paris"},
+             {"question": "What is the capital of Japan?", "answer": "Tokyo"}]
+    probes = [p for p in PROBES if p.family in ("format", "reasoning", "degenerate", "copy")]
+    report = audit(lambda: make(family, thinking, tools=[capital], tasks=tasks), tasks=2,
+                   probes=probes)
+    assert set(report.verdicts().values()) <= {HELD, NOT_APPLICABLE}, report.to_markdown()
+    ran = {n for n, v in report.verdicts().items() if v == HELD}
+    assert "format.answer_in_tool_input" in ran and "degenerate.only_call" in ran
+    assert ("reasoning.call_inside" in ran) == (thinking == "on")
