@@ -170,8 +170,8 @@ def test_the_whole_battery_over_the_wire_matches_the_local_audit(reward):
         assert [e.correct for e in a.episodes] == [e.correct for e in b.episodes], a.name
         assert [[str(s) for s in e.statuses] for e in a.episodes] == \
             [[str(s) for s in e.statuses] for e in b.episodes], a.name
-        assert [(e.stop_reason, e.answer, e.masked) for e in a.episodes] == \
-            [(e.stop_reason, e.answer, e.masked) for e in b.episodes], a.name
+        assert [(e.stop_reason, e.answer, e.masked, e.void) for e in a.episodes] == \
+            [(e.stop_reason, e.answer, e.masked, e.void) for e in b.episodes], a.name
     applicable = [p for p in wired.probes if p.verdict != NOT_APPLICABLE]
     assert len(applicable) > 40  # the gold-based battery ran, not just the gold-free probes
     if reward == "em":

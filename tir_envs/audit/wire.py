@@ -129,4 +129,5 @@ async def _episode(url: str, policy: ProbePolicy, index: int, record: EpisodeRec
     record.infra_failed = bool(obs.get("infra_failed"))
     record.stop_reason, record.answer = obs.get("stop_reason") or "", obs.get("answer")
     record.answered = record.answer is not None
+    record.void = not record.answered and all(s == "no_call" for s in record.statuses)
     record.env_specials = most_specials(context, spans, specials)
