@@ -18,21 +18,15 @@ import json
 import pytest
 
 import tir_envs
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
-                                   open_session)
+from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
+                                   close_session, open_session)
 from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 
 # Finds the nonce of the running request on the stack (the sandbox's own frames hold it),
 # then writes ``frame`` to every descriptor the cell can reach.
-PRELUDE = """
-import os, sys, json, struct
-proto = sys.modules['sandbox.protocol']
-f = sys._getframe()
-while f is not None and 'nonce' not in f.f_locals:
-    f = f.f_back
-nonce = f.f_locals['nonce'] if f is not None else 0
+PRELUDE = FIND_NONCE + """
 def framed(body):
     return len(body).to_bytes(4, 'big') + body
 def spray(data):

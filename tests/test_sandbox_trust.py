@@ -17,21 +17,15 @@ import time
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
-                                   open_session)
+from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
+                                   close_session, open_session)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.sandbox import protocol
 
 # Code that finds the interpreter's own request loop on the stack (the nonce of the running
 # request included) and writes a result frame with the sandbox's own encoder on fd 3.
-FORGE = """
-import os, sys
-proto = sys.modules['sandbox.protocol']
-f = sys._getframe()
-while f is not None and 'nonce' not in f.f_locals:
-    f = f.f_back
-nonce = f.f_locals['nonce'] if f is not None else 0
+FORGE = FIND_NONCE + """
 def forge(**reply):
     os.write(3, proto.encode_result(nonce, {'status': 'ok', **reply}))
 """
