@@ -256,7 +256,7 @@ def _setup(sock, req: dict, context: dict, interp: Interpreter) -> bool:
     except (OSError, ValueError) as e:
         protocol.send(sock, {"op": protocol.Op.SETUP_ERROR, "error": str(e)})
         os._exit(5)
-    if fresh and context.get("warm_up", True):
+    if fresh:
         warm_up(interp)
     protocol.send(sock, {"op": protocol.Op.SETUP_OK, **info})
     return fresh
