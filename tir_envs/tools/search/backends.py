@@ -95,7 +95,8 @@ def shared_retriever(source: str | Path) -> Retriever:
 def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
                 overwrite: bool = False, **kwargs: Any) -> Path:
     """Index the JSONL ``corpus`` into ``out`` with ``backend`` (``auto``: see
-    ``auto_backend``).  Backend options: lucene ``threads``; dense ``model``, ``pooling``,
+    ``auto_backend``).  Backend options: lucene ``threads``; dense ``model``, ``faiss_index``
+    (a faiss factory string), ``train_size``, ``nprobe``, ``ef_search``, ``pooling``,
     ``query_prefix``, ``passage_prefix``, ``batch_size``, ``device``."""
     backend = auto_backend() if backend == "auto" else backend
     if backend == "lucene":

@@ -20,6 +20,7 @@ from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, i
                                           normalize_docs, peak_rss_mb, read_manifest,
                                           write_jsonl, write_manifest)
 from tir_envs.tools.search.lucene import B, K1
+from tir_envs.tools.search.mapped_docs import MappedDocs
 from tir_envs.tools.search.retriever import Hit, Retriever, check_k
 
 _HINT = "the in-process BM25 backend needs `pip install 'tir-envs[search]'` (bm25s, PyStemmer)"
@@ -111,41 +112,6 @@ class BM25Retriever(Retriever):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "k1": self.k1, "b": self.b}
-
-
-class MappedDocs:
-    """The documents of a ``docs.jsonl`` read in place through ``mmap``: 8 bytes a document
-    (its line offset) in process memory, the text in the shared page cache."""
-
-    def __init__(self, path: Path):
-        import mmap
-        with open(path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        ends = np.flatnonzero(np.frombuffer(self._map, dtype=np.uint8) == ord("\n")) + 1
-        self._starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-        self._ends = ends.astype(np.int64)
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def record(self, i: int) -> dict[str, str]:
-        return json.loads(self._map[self._starts[i]:self._ends[i]])
-
-    def view(self, name: str) -> "_FieldView":
-        return _FieldView(self, name)
-
-
-class _FieldView:
-    """``docs.view("id")[i]``: one field of document ``i``, parsed when asked for."""
-
-    def __init__(self, docs: MappedDocs, name: str):
-        self._docs, self._name = docs, name
-
-    def __len__(self) -> int:
-        return len(self._docs)
-
-    def __getitem__(self, i: int) -> str:
-        return self._docs.record(int(i))[self._name]
 
 
 def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = False,

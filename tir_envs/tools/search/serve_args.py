@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes on the one port, sharing the index through mmap")
     parser.add_argument("--mmap", action="store_true",
-                        help="bm25: memory-map the index instead of loading it (Lucene always "
-                             "maps its files)")
+                        help="bm25, dense: memory-map the index instead of loading it (Lucene "
+                             "always maps its files)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", default=None, help=argparse.SUPPRESS)

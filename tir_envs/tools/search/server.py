@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:
         from tir_envs.tools.search.workers import run_workers
         return run_workers(args)
-    options = {"mmap": True} if args.mmap and detect_backend(args.index) == "bm25" else {}
+    options = {"mmap": True} if args.mmap and detect_backend(args.index) in ("bm25", "dense") \
+        else {}
     retriever = open_retriever(args.index, **options)
     asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
                       args.max_pending, args.batching, args.reuse_port))
