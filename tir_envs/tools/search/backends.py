@@ -112,3 +112,24 @@ def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
         from tir_envs.tools.search.dense import build_dense_index
         return build_dense_index(corpus, out, overwrite=overwrite, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; choose one of auto, {', '.join(BACKENDS)}")
+
+
+#: manifest fields that say which index a run searched (its size, what it was built from)
+_INDEX_FIELDS = ("backend", "num_docs", "corpus", "model", "faiss_index", "imported")
+
+
+def describe_index(source: str | Path) -> dict[str, Any]:
+    """Which index ``source`` is, for a run's record: an index folder's path and manifest
+    facts (backend, passages, corpus, encoder), or a server's URL and what ``/health`` says.
+    Read without opening the index (no JVM, no model)."""
+    text = str(source)
+    if text.startswith(("http://", "https://")):
+        from tir_envs.tools.search.client import HttpRetriever
+        health = HttpRetriever(text, timeout_s=10).info()
+        return {"url": text, **{k: health[k] for k in _INDEX_FIELDS if k in health}}
+    from tir_envs.tools.search.corpus import read_manifest
+    path = Path(source).resolve()
+    backend = detect_backend(path)
+    manifest = read_manifest(path) or {}
+    return {"path": str(path), "backend": backend,
+            **{k: manifest[k] for k in _INDEX_FIELDS[1:] if k in manifest}}
