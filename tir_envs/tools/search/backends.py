@@ -1,7 +1,8 @@
 """Choosing a backend: open any index or server by its path or URL, build any kind of index.
 
 ``open_retriever("idx/")`` reads the index's manifest (or recognises a plain Lucene folder);
-``open_retriever("http://127.0.0.1:8000")`` gives the HTTP client.  ``shared_retriever``
+``open_retriever("http://127.0.0.1:8000")`` gives the HTTP client, and a comma-separated list
+of URLs (replicas of one index) a client spreading its searches over them.  ``shared_retriever``
 returns one open retriever per index per process, so many environments share one searcher.
 """
 
@@ -62,6 +63,10 @@ def open_retriever(source: Any, backend: str | None = None, **kwargs: Any) -> Re
     if isinstance(source, Retriever):
         return source
     if isinstance(source, str) and source.startswith(("http://", "https://")):
+        from tir_envs.tools.search.spread import SpreadRetriever, split_urls
+        urls = split_urls(source)
+        if len(urls) > 1:  # replicas of one index: searches spread over them
+            return SpreadRetriever(urls, **kwargs)
         from tir_envs.tools.search.client import HttpRetriever
         return HttpRetriever(source, **kwargs)
     if not isinstance(source, (str, Path)):
@@ -125,7 +130,7 @@ def describe_index(source: str | Path) -> dict[str, Any]:
     text = str(source)
     if text.startswith(("http://", "https://")):
         from tir_envs.tools.search.client import HttpRetriever
-        health = HttpRetriever(text, timeout_s=10).info()
+        health = HttpRetriever(text.split(",")[0].strip(), timeout_s=10).info()
         return {"url": text, **{k: health[k] for k in _INDEX_FIELDS if k in health}}
     from tir_envs.tools.search.corpus import read_manifest
     path = Path(source).resolve()
