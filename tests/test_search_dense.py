@@ -84,8 +84,8 @@ def test_the_build_streams_in_batches_and_trains_on_a_sample(corpus, tmp_path, m
     ("IVF8,Flat", {"nprobe": 8}, 1.0),     # every list searched: exact
     ("HNSW16", {"ef_search": 128}, 0.9),
     # 8 bytes a passage: coarse (this random encoder's vectors are crowded), far above chance
-    ("PQ8", {}, 0.25),
-    ("IVF8,PQ16x4", {"nprobe": 8}, 0.2),
+    ("PQ8np", {}, 0.25),
+    ("IVF8,PQ16x4np", {"nprobe": 8}, 0.2),
 ])
 def test_approximate_indexes_against_flat(spec, params, least, flat, corpus, queries, tmp_path):
     out = _build(corpus, tmp_path / "ann", spec, **params)
