@@ -108,7 +108,7 @@ def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
         from tir_envs.tools.search.lucene import build_lucene_index
         return build_lucene_index(corpus, out, overwrite=overwrite, **kwargs)
     if backend == "bm25":
-        from tir_envs.tools.search.bm25 import build_bm25_index
+        from tir_envs.tools.search.bm25_build import build_bm25_index
         return build_bm25_index(corpus, out, overwrite=overwrite, **kwargs)
     if backend == "dense":
         if not kwargs.get("model"):
