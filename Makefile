@@ -68,6 +68,12 @@ $(TRL_VENV)/.ready: pyproject.toml
 	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl]"
 	touch $@
 
+# Everything `make test` samples or leaves out, whole: the full chat conformance matrix and the
+# soaks (10,000 sandbox sessions).  Hours, not minutes: run it before a release.
+test-all: test
+	TIR_CHAT_MATRIX=full $(PY) -m pytest -q -p no:cacheprovider tests/test_chat_families.py
+	$(PY) -m pytest -q -p no:cacheprovider -m soak
+
 test-verl: $(VERL_VENV)/.ready
 	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
 
