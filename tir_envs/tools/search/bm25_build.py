@@ -29,7 +29,7 @@ from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, i
 from tir_envs.tools.search.lucene import B, K1
 
 #: passages read, tokenized and spilled at a time
-CHUNK = 20_000
+CHUNK = 5_000
 
 
 class _Postings:
@@ -52,12 +52,16 @@ class _Postings:
             f.close()
 
     def read(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        maps = {name: np.memmap(p, dtype=np.float32 if name == "tf" else np.int32, mode="r")
-                for name, p in self.paths.items()} if sum(self.chunks) else {}
-        start = 0
-        for n in self.chunks:
-            yield tuple(np.array(maps[k][start:start + n]) for k in ("doc", "term", "tf"))
-            start += n
+        """The triples back, one chunk at a time (plain reads: a mapping would keep every page
+        read so far resident)."""
+        files = {name: p.open("rb") for name, p in self.paths.items()}
+        try:
+            for n in self.chunks:
+                yield tuple(np.fromfile(files[k], dtype=np.float32 if k == "tf" else np.int32,
+                                        count=n) for k in ("doc", "term", "tf"))
+        finally:
+            for f in files.values():
+                f.close()
 
 
 def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = False,
@@ -160,6 +164,7 @@ def _write_matrix(folder: Path, postings: _Postings, df: np.ndarray, lengths: np
         data[pos] = scores[order]
         indices[pos] = docs[order]
         cursor += np.bincount(terms, minlength=len(cursor))
+        _release(data, indices)
     data.flush()
     indices.flush()
     del data, indices
@@ -171,6 +176,18 @@ def _write_matrix(folder: Path, postings: _Postings, df: np.ndarray, lengths: np
               "int_dtype": model.int_dtype, "num_docs": n, "version": _version(),
               "backend": model.backend}
     (folder / "params.index.json").write_text(json.dumps(params, indent=4))
+
+
+def _release(*arrays: np.memmap) -> None:
+    """Write the mapped pages out and drop them from this process (they stay in the page
+    cache): the matrix is written all over at each chunk, and its pages would otherwise all
+    stay resident, counted in the build's memory."""
+    import mmap
+    for array in arrays:
+        array.flush()
+        handle = getattr(array, "_mmap", None)
+        if handle is not None and hasattr(mmap, "MADV_DONTNEED"):
+            handle.madvise(mmap.MADV_DONTNEED)
 
 
 def _version() -> str:
