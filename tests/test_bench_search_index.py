@@ -71,3 +71,18 @@ def test_a_missing_index_or_two_sources_are_refused_before_the_run(own_index, tm
                  "--out", str(tmp_path / "b")])
     assert code != 0 and "give the search index once" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_the_autotir_env_searches_the_index_given(own_index, qwen_tok):
+    from tir_envs.envs.autotir import AutoTIREnv
+
+    env = AutoTIREnv(tokenizer=qwen_tok, index=str(own_index),
+                     tasks=[{"question": "Where is Zorblax Quendrith?", "answer": "here",
+                             "domain": "knowledge", "tool": "search"}])
+    try:
+        env.reset(seed=0)
+        env.step(f"<think>Look it up.</think><search>{MARKER}</search>")
+        result = env.trajectory.turns[0].tool_results[0]
+        assert result["status"] == "ok" and result["docids"] == ["z1"]
+    finally:
+        env.close()
