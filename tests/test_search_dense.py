@@ -201,3 +201,23 @@ def test_the_cli_builds_an_ivf_index_and_the_server_serves_it(corpus, flat, quer
         assert client.batch_search(queries, K) == [
             [type(h)(h.docid, pytest.approx(h.score, abs=1e-5), h.contents) for h in hits]
             for hits in direct]
+
+
+def test_a_flat_index_converts_to_ivf_without_encoding_again(flat, queries, tmp_path,
+                                                             monkeypatch):
+    calls = []
+    monkeypatch.setattr(dense.Encoder, "encode", lambda self, texts: calls.append(texts))
+    assert main(["index", "convert", "--from", str(flat), "--out", str(tmp_path / "ivf"),
+                 "--faiss-index", "IVF8,Flat", "--nprobe", "8"]) == 0
+    assert calls == []  # the vectors came from the Flat index
+    manifest = read_manifest(tmp_path / "ivf")
+    assert manifest["faiss_index"] == "IVF8,Flat" and manifest["trained_on"] == 600
+    assert manifest["docs_file"] == str((flat / "docs.jsonl").resolve())
+    assert not (tmp_path / "ivf" / "docs.jsonl").exists()
+    monkeypatch.undo()
+    exact = DenseRetriever.load(flat).batch_search(queries, K)
+    converted = DenseRetriever.load(tmp_path / "ivf").batch_search(queries, K)
+    assert [[h.docid for h in hits] for hits in converted] == \
+        [[h.docid for h in hits] for hits in exact]  # all 8 lists searched: exact
+    with pytest.raises(ValueError, match="only a 'Flat' one keeps the vectors"):
+        dense.convert_dense_index(tmp_path / "ivf", tmp_path / "again", "HNSW16")

@@ -5,6 +5,7 @@
         --faiss-index IVF4096,PQ64 --device cuda
     tir-envs index import-faiss --faiss e5_Flat.index --corpus wiki-18.jsonl --model e5/ \
         --out wiki18-e5/
+    tir-envs index convert --from wiki18-e5/ --out wiki18-ivfpq/ --faiss-index IVF65536,PQ64np
     tir-envs index corpus --out hotpotqa.jsonl
     tir-envs index search --index idx/ "who wrote Hamlet" [-k 3]
 """
@@ -67,6 +68,18 @@ def add_parser(subparsers) -> None:
     imp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     imp.set_defaults(func=_import_faiss)
 
+    conv = sub.add_parser("convert", help="a dense index's vectors as another faiss index "
+                                          "(e.g. Flat into IVF,PQ), without encoding again")
+    conv.add_argument("--from", dest="source", required=True, help="a dense Flat index folder")
+    conv.add_argument("--out", required=True, help="index folder to create")
+    conv.add_argument("--faiss-index", required=True, help="faiss factory string, e.g. "
+                      "IVF65536,PQ64np or HNSW32")
+    conv.add_argument("--train-size", type=int, help="vectors sampled to train IVF/PQ")
+    conv.add_argument("--nprobe", type=int, help="IVF: lists searched per query (default)")
+    conv.add_argument("--ef-search", type=int, help="HNSW: candidates per query (default)")
+    conv.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    conv.set_defaults(func=_convert)
+
     corpus = sub.add_parser("corpus", help="write the shipped HotpotQA paragraph corpus")
     corpus.add_argument("--out", required=True, help="JSONL file to write")
     corpus.set_defaults(func=_corpus)
@@ -116,6 +129,17 @@ def _import_faiss(args: argparse.Namespace) -> int:
                              pooling=args.pooling, query_prefix=args.query_prefix,
                              passage_prefix=args.passage_prefix, max_length=args.max_length,
                              faiss_index=args.faiss_index, overwrite=args.overwrite)
+    print(json.dumps({"index": str(out), **(read_manifest(out) or {})}))
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from tir_envs.tools.search.corpus import read_manifest
+    from tir_envs.tools.search.dense import convert_dense_index
+
+    out = convert_dense_index(args.source, args.out, args.faiss_index,
+                              train_size=args.train_size, nprobe=args.nprobe,
+                              ef_search=args.ef_search, overwrite=args.overwrite)
     print(json.dumps({"index": str(out), **(read_manifest(out) or {})}))
     return 0
 
