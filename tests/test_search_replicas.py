@@ -49,6 +49,8 @@ def test_a_spread_client_equals_one_process_and_survives_a_replica_down(index, q
         assert sum(served) == len(queries) and min(served) > 0
         b.stop()  # one replica gone: the other answers every search
         assert _ids([client.search(q, K) for q in queries]) == _ids(expected)
+        from tir_envs.tools.search.backends import describe_index
+        assert describe_index(f"{b.url},{a.url}")["num_docs"] == 10785  # the live one says
         a.stop()
         with pytest.raises(RetrieverError, match="unreachable"):
             client.search(queries[0], K)

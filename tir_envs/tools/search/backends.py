@@ -129,8 +129,8 @@ def describe_index(source: str | Path) -> dict[str, Any]:
     Read without opening the index (no JVM, no model)."""
     text = str(source)
     if text.startswith(("http://", "https://")):
-        from tir_envs.tools.search.client import HttpRetriever
-        health = HttpRetriever(text.split(",")[0].strip(), timeout_s=10).info()
+        from tir_envs.tools.search.spread import SpreadRetriever, split_urls
+        health = SpreadRetriever(split_urls(text), timeout_s=10).info()
         return {"url": text, **{k: health[k] for k in _INDEX_FIELDS if k in health}}
     from tir_envs.tools.search.corpus import read_manifest
     path = Path(source).resolve()

@@ -77,13 +77,24 @@ class SpreadRetriever(Retriever):
         assert failure is not None
         raise failure
 
+    def info(self) -> dict[str, Any]:
+        """The ``/health`` of the first replica that answers (they serve one index)."""
+        failure: RetrieverError | None = None
+        for replica in self.replicas:
+            try:
+                return replica.info()
+            except RetrieverError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
     @property
     def num_docs(self) -> int:
-        return self.replicas[0].num_docs
+        return int(self.info().get("num_docs", -1))
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "urls": self.urls,
-                "server": self.replicas[0].info(), "answered": list(self.answered)}
+        return {"backend": self.backend, "urls": self.urls, "server": self.info(),
+                "answered": list(self.answered)}
 
     def close(self) -> None:
         super().close()
