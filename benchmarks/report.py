@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
+from benchmarks.pins import uses_search
 from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, suite_of_run
 
@@ -47,6 +48,8 @@ def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
                                  "env_kwargs": suite.make_kwargs(cfg["use_tools"],
                                                                  cfg.get("protocol")),
                                  "parts": parts}
+        if uses_search(suite.env_id):
+            entry["search_index"] = cfg.get("search_index") or SHIPPED_INDEX
         if len(suite.parts) > 1:
             entry["overall"] = score(records, "mixed", k)
         suites[name] = entry
@@ -146,6 +149,8 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
                            if a != "tokenizer")
         lines += [f"## {name}", "", f"`{entry['env_id']}`" + (f" ({kwargs})" if kwargs else ""),
                   ""]
+        if entry.get("search_index"):
+            lines += [f"Search index: {index_line(entry['search_index'])}.", ""]
         for part, s in entry["parts"].items():
             lines += _part_section(part, s, k, len(entry["parts"]) > 1)
     if plots:
@@ -153,6 +158,24 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
     if plot_note:
         lines += [f"_{plot_note}_", ""]
     return "\n".join(lines)
+
+
+#: what a search suite searches when the run names no index
+SHIPPED_INDEX = {"shipped": "the HotpotQA dev-distractor context paragraphs", "num_docs": 10785}
+
+
+def index_line(index: dict[str, Any]) -> str:
+    """The index a search suite used, in words: where it is, what it holds, its backend."""
+    where = index.get("path") or index.get("url")
+    facts = [f"{index['num_docs']:,} passages" if isinstance(index.get("num_docs"), int)
+             else None, index.get("backend"), index.get("faiss_index"),
+             f"encoder {index['model']}" if index.get("model") else None,
+             f"corpus {index['corpus']}" if index.get("corpus") else None]
+    said = ", ".join(f for f in facts if f)
+    if where is None:
+        return f"{index.get('shipped') or index.get('object')} ({said})" if said else \
+            str(index.get("shipped") or index.get("object"))
+    return f"`{where}`" + (f" ({said})" if said else "")
 
 
 def _policy_note(cfg: dict[str, Any], suites: dict[str, Any]) -> list[str]:
