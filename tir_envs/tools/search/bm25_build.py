@@ -24,8 +24,8 @@ from typing import Iterator
 import numpy as np
 
 from tir_envs.tools.search.bm25 import bm25_modules, tokenize
-from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, iter_corpus,
-                                          peak_rss_mb, write_manifest)
+from tir_envs.tools.search.corpus import (CorpusStats, batches, building, folder_bytes,
+                                          iter_corpus, peak_rss_mb, write_manifest)
 from tir_envs.tools.search.lucene import B, K1
 
 #: passages read, tokenized and spilled at a time
@@ -81,7 +81,7 @@ def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = Fals
         postings = _Postings(tmp / "_postings")
         n = 0
         with (tmp / "docs.jsonl").open("w", encoding="utf-8") as f:
-            for batch in _chunks(iter_corpus(corpus, skip_bad, stats, progress), CHUNK):
+            for batch in batches(iter_corpus(corpus, skip_bad, stats, progress), CHUNK):
                 f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in batch)
                 docs, terms, tfs, lens = _count(tokenize([d["contents"] for d in batch], stem),
                                                 vocab, n)
@@ -107,17 +107,6 @@ def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = Fals
                        build_seconds=round(time.perf_counter() - start, 2),
                        index_bytes=folder_bytes(tmp), **peak_rss_mb())
     return Path(out)
-
-
-def _chunks(items: Iterator[dict[str, str]], size: int) -> Iterator[list[dict[str, str]]]:
-    batch: list[dict[str, str]] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _count(tokens: list[list[str]], vocab: dict[str, int], first: int

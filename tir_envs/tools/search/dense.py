@@ -23,8 +23,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from tir_envs.tools.search import faiss_index as fx
-from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, iter_corpus,
-                                          peak_rss_mb, read_manifest, write_manifest)
+from tir_envs.tools.search.corpus import (CorpusStats, batches, building, folder_bytes,
+                                          iter_corpus, peak_rss_mb, read_manifest, write_manifest)
 from tir_envs.tools.search.encoder import POOLINGS, Encoder, model_dim
 from tir_envs.tools.search.mapped_docs import MappedDocs
 from tir_envs.tools.search.retriever import Hit, Retriever, check_k
@@ -165,7 +165,7 @@ def build_dense_index(corpus: str | Path, out: str | Path, model: str | Path,
             fx.train(index, encoder.encode([passage_prefix + c for c in sample]), faiss_index)
             trained_on = len(sample)
         with (tmp / "docs.jsonl").open("w", encoding="utf-8") as f:
-            for batch in _chunks(iter_corpus(corpus, skip_bad, stats, progress), ADD_BATCH):
+            for batch in batches(iter_corpus(corpus, skip_bad, stats, progress), ADD_BATCH):
                 f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in batch)
                 index.add(encoder.encode([passage_prefix + d["contents"] for d in batch]))
         if index.ntotal == 0:
@@ -181,17 +181,6 @@ def build_dense_index(corpus: str | Path, out: str | Path, model: str | Path,
                        build_seconds=round(time.perf_counter() - start, 2),
                        index_bytes=folder_bytes(tmp), **peak_rss_mb())
     return Path(out)
-
-
-def _chunks(items: Iterator[dict[str, str]], size: int) -> Iterator[list[dict[str, str]]]:
-    batch: list[dict[str, str]] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _sample(docs: Iterator[dict[str, str]], size: int, seed: int) -> list[str]:
