@@ -10,7 +10,11 @@ direct answer, an observation cut by the token cap) are driven through
 * verl's ``AgentLoopWorker.generate_sequences`` (in ``.venv-verl``, dumped to JSON);
 * TRL's ``GRPOTrainer._generate_and_score_completions`` (in ``.venv-trl``, dumped to JSON);
 
-and each trainer's record of every episode must be exactly the env's own ledger (the episode
+each under two vocabularies: the bundled Qwen2.5 (raw text and the bundled ChatML template) and
+Qwen3 with thinking on (the real Qwen3 vocabulary, ``tir_envs.chat.qwen3``'s renderer: RITE,
+Search, SQL and AutoTIR in chat mode, tool-role observations, reasoning blocks, a call written
+only inside reasoning); and each trainer's record of every episode must be exactly the env's
+own ledger (the episode
 run by ``EpisodeRunner`` alone): prompt ids, response ids, loss mask, the trainer's own derived
 mask, logprobs and reward.  verl and TRL hold logprobs (and verl rewards) as float32 tensors,
 so those are compared after the same rounding.  verl and TRL need their own virtual
@@ -29,7 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.fixtures.parity_cases import settings as parity_settings
+from tests.fixtures.parity_cases import VOCABS, vocab_settings, vocab_tokenizer
 from tests.fixtures.parity_ledger import FIELDS, direct_ledgers, load, record
 from tests.fixtures.scripted_server import ScriptedServer
 from tests.sql_helpers import CACHE
@@ -41,13 +45,41 @@ GROUP = 2
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory):
-    return parity_settings(str(tmp_path_factory.mktemp("parity") / "search"), str(CACHE))
+def search_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("parity") / "search")
+
+
+@pytest.fixture(scope="module")
+def settings(search_root):
+    return vocab_settings("qwen2.5", search_root, str(CACHE))
 
 
 @pytest.fixture(scope="module")
 def ledgers(settings, qwen_tok):
     return {(r["setting"], r["case"]): r for r in direct_ledgers(settings, qwen_tok)}
+
+
+@pytest.fixture(scope="module")
+def qwen3_tok():
+    return vocab_tokenizer("qwen3")
+
+
+@pytest.fixture(scope="module")
+def qwen3_settings(search_root):
+    return vocab_settings("qwen3", search_root, str(CACHE))
+
+
+@pytest.fixture(scope="module")
+def qwen3_ledgers(qwen3_settings, qwen3_tok):
+    return {(r["setting"], r["case"]): r for r in direct_ledgers(qwen3_settings, qwen3_tok)}
+
+
+def run_of(request, vocab: str):
+    """``(settings, ledgers, tokenizer)`` of one vocabulary's parity run."""
+    prefix = "" if vocab == "qwen2.5" else "qwen3_"
+    tok = "qwen_tok" if vocab == "qwen2.5" else "qwen3_tok"
+    return (request.getfixturevalue(prefix + "settings"),
+            request.getfixturevalue(prefix + "ledgers"), request.getfixturevalue(tok))
 
 
 def f32(values):
@@ -85,6 +117,35 @@ def test_the_ledgers_cover_every_setting_and_case(ledgers, qwen_tok):
     split = {s for (s, c), r in ledgers.items() if c == "cut" and "\ufffd" in qwen_tok.decode(
         [t for t, m in zip(r["response_ids"], r["loss_mask"]) if m == 0])}
     assert split == {"torl", "zerotir", "sql", "autotir"}
+
+
+def test_the_qwen3_ledgers_think_and_hide_what_is_inside_reasoning(qwen3_ledgers, qwen3_tok):
+    """The Qwen3 run: every env in chat mode with reasoning blocks sampled as Qwen3's special
+    ids; a call or answer written only inside reasoning is never run nor graded, and a block
+    left open at a stop string is closed by env tokens (``</think>``, mask 0)."""
+    think, close = (qwen3_tok.convert_tokens_to_ids(t) for t in ("<think>", "</think>"))
+    names = {"qwen3-rite", "qwen3-search", "qwen3-sql", "qwen3-autotir"}
+    assert {s for s, _ in qwen3_ledgers} == names
+    for (setting, case), r in qwen3_ledgers.items():
+        statuses, calls = r["statuses"], sum(s != "no_call" for s in r["statuses"])
+        ids, mask = r["response_ids"], r["loss_mask"]
+        assert not r["infra_failed"] and ids[0] == think and mask[0] == 1, (setting, case)
+        if case == "direct":
+            assert statuses == ["no_call"], setting
+        if case == "wrong":
+            assert r["correct"] is False and calls >= 2, setting
+        if case == "right":
+            assert r["correct"] is True and calls >= 1, setting
+        if case == "think":
+            assert statuses[0] != "ok", setting  # the call inside reasoning did not run
+            if len(statuses) == 1:  # the episode ended there: the hidden answer is not graded
+                assert r["correct"] is False, setting
+            else:  # paused at the stop string: the env closes the block
+                env = ids[mask.index(0):]
+                assert env[0] == close and mask[mask.index(0)] == 0, setting
+    split = {s for (s, c), r in qwen3_ledgers.items() if c == "cut" and "\ufffd" in
+             qwen3_tok.decode([t for t, m in zip(r["response_ids"], r["loss_mask"]) if m == 0])}
+    assert split == {"qwen3-sql"}  # the tool-role observations are cut at whole characters
 
 
 # ------------------------------------------------------------------------------ bundled GRPO
@@ -133,8 +194,10 @@ def setting_tasks(setting, tokenizer):
         env.close()
 
 
-def test_bundled_grpo_batch(settings, ledgers, qwen_tok):
-    records = grpo_records(settings, qwen_tok)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_bundled_grpo_batch(vocab, request):
+    settings, ledgers, tok = run_of(request, vocab)
+    records = grpo_records(settings, tok)
     assert_same(records, ledgers, "grpo", rounding={"logprobs"}, copies=GROUP)
     for r in records:  # the trainer's mask is the ledger's over the whole row (prompt: 0)
         n = len(r["prompt_ids"])
@@ -199,37 +262,43 @@ def openrlhf_records(settings, tokenizer):
     return out
 
 
-def test_openrlhf_executor(settings, ledgers, qwen_tok):
-    records = openrlhf_records(settings, qwen_tok)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_openrlhf_executor(vocab, request):
+    settings, ledgers, tok = run_of(request, vocab)
+    records = openrlhf_records(settings, tok)
     assert_same(records, ledgers, "openrlhf")
     for r in records:
         assert r["scores"] == r["reward"]
 
 
 # ------------------------------------------------------------------------------ verl, TRL
-def venv_records(name: str, tmp_path: Path):
+def venv_records(name: str, tmp_path: Path, vocab: str):
     python = VENVS[name] / "bin" / "python"
     if not python.exists():
         pytest.skip(f"{VENVS[name].name} is not built; `make test-{name}` builds it (make test "
                     "does too)")
     out = tmp_path / f"{name}.json"
-    done = subprocess.run([str(python), "-m", f"tests.fixtures.{name}_parity", str(out)],
+    done = subprocess.run([str(python), "-m", f"tests.fixtures.{name}_parity", str(out), vocab],
                           cwd=ROOT, capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-4000:]
     return load(out)
 
 
-def test_verl_agent_loop_worker(ledgers, tmp_path):
-    records = venv_records("verl", tmp_path)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_verl_agent_loop_worker(vocab, request, tmp_path):
+    _, ledgers, _ = run_of(request, vocab)
+    records = venv_records("verl", tmp_path, vocab)
     assert_same(records, ledgers, "verl", rounding={"logprobs", "reward"})
     for r in records:  # verl's actor mask: the ledger's, then padding
         n = len(r["loss_mask"])
         assert r["trainer_mask"][:n] == r["loss_mask"] and not any(r["trainer_mask"][n:])
 
 
-def test_trl_grpo_trainer(ledgers, tmp_path):
-    records = venv_records("trl", tmp_path)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_trl_grpo_trainer(vocab, request, tmp_path):
+    _, ledgers, _ = run_of(request, vocab)
+    records = venv_records("trl", tmp_path, vocab)
     assert_same(records, ledgers, "trl", rounding={"logprobs"}, copies=GROUP)
     for r in records:  # TRL's loss mask: completion mask x env mask
         assert r["trainer_mask"] == r["loss_mask"]
