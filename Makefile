@@ -11,7 +11,7 @@ TORCH  ?= torch==2.13.0
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
 VERL_VENV  ?= .venv-verl
 VERL_PY    := $(VERL_VENV)/bin/python
-VERL_TESTS := tests/test_verl_agent_loop.py
+VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py
 TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
 TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py
@@ -67,6 +67,12 @@ $(TRL_VENV)/.ready: pyproject.toml
 	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
 	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl]"
 	touch $@
+
+# Everything `make test` samples or leaves out, whole: the full chat conformance matrix and the
+# soaks (10,000 sandbox sessions).  Hours, not minutes: run it before a release.
+test-all: test
+	TIR_CHAT_MATRIX=full $(PY) -m pytest -q -p no:cacheprovider tests/test_chat_families.py
+	$(PY) -m pytest -q -p no:cacheprovider -m soak
 
 test-verl: $(VERL_VENV)/.ready
 	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)

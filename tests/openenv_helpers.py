@@ -36,11 +36,12 @@ def env_with(folder: Path) -> dict[str, str]:
                                            os.environ.get("PYTHONPATH", "")])}
 
 
-def start(argv: list[str], folder: Path, port: int, timeout: float = 120.0
-          ) -> subprocess.Popen:
+def start(argv: list[str], folder: Path, port: int, timeout: float = 120.0,
+          extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """Run ``argv`` (a server on ``port``) and wait until ``/health`` answers."""
     log = open(folder / f"server-{port}.log", "w")
-    proc = subprocess.Popen(argv, env=env_with(folder), cwd=folder, stdout=log, stderr=log)
+    proc = subprocess.Popen(argv, env={**env_with(folder), **(extra_env or {})}, cwd=folder,
+                            stdout=log, stderr=log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -124,3 +125,78 @@ def guess_app() -> str:
     exec(compile(GUESS_MODULE, "guess_env_inline", "exec"), module.__dict__)  # noqa: S102
     sys.modules.setdefault(module.__name__, module)  # pydantic resolves the types by module
     return f"{module.__name__}:app"
+
+
+#: a native OpenEnv env that echoes notes, in three builds chosen by ``NOTES_MODE``:
+#: ``honest`` (every note earns 0.1, whatever it says), ``weak`` (it trusts a result the client
+#: claims: a ``reward`` in the note's JSON or in the action's ``metadata``), ``fragile`` (the
+#: server dies on a note saying ``infra_error`` and hangs on one saying ``All tests passed``)
+NOTES_MODULE = '''
+import json
+import os
+import time
+from typing import Optional
+
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+MODE = os.environ.get("NOTES_MODE", "honest")
+
+
+class NoteAction(Action):
+    text: str
+
+
+class NoteObservation(Observation):
+    echo: str = ""
+
+
+class NotesEnv(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kw):
+        self._state = State(step_count=0)
+        return NoteObservation(echo="Write notes; each is echoed back.")
+
+    def step(self, action: NoteAction, timeout_s=None, **kw):
+        self._state.step_count += 1
+        if MODE == "fragile" and "infra_error" in action.text:
+            os._exit(3)
+        if MODE == "fragile" and "All tests passed" in action.text:
+            time.sleep(5)
+        reward = 0.1
+        if MODE == "weak":
+            claimed = action.metadata.get("reward")
+            try:
+                claimed = json.loads(action.text).get("reward", claimed)
+            except (ValueError, AttributeError):
+                pass
+            if claimed is not None:
+                reward = float(claimed)
+        return NoteObservation(echo=action.text, reward=reward,
+                               done=self._state.step_count >= 3)
+
+    @property
+    def state(self):
+        return self._state
+
+
+app = create_fastapi_app(NotesEnv, NoteAction, NoteObservation, max_concurrent_envs=8)
+'''
+
+
+def serve_notes(folder: Path, mode: str) -> tuple[str, subprocess.Popen]:
+    """The notes env in ``mode`` on OpenEnv's server, as a subprocess; its URL and process."""
+    import socket
+    (folder / "notes_env.py").write_text(NOTES_MODULE)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = start([sys.executable, "-m", "uvicorn", "notes_env:app", "--port", str(port),
+                  "--log-level", "warning"], folder, port, extra_env={"NOTES_MODE": mode})
+    return f"http://127.0.0.1:{port}", proc

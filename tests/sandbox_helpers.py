@@ -16,6 +16,17 @@ from tir_envs.tools.python.limits import Limits
 
 NAMESPACE_MODES = ("bwrap", "unshare")
 
+# Cell code that finds the nonce of the running request on the stack (the sandbox's own
+# frames hold it) and the sandbox's own wire module: what a forger starts from.
+FIND_NONCE = """
+import os, sys, json, struct
+proto = sys.modules['sandbox.protocol']
+f = sys._getframe()
+while f is not None and 'nonce' not in f.f_locals:
+    f = f.f_back
+nonce = f.f_locals['nonce'] if f is not None else 0
+"""
+
 
 @functools.lru_cache(maxsize=None)
 def backend(mode: str) -> LocalBackend | str:

@@ -75,12 +75,17 @@ def _part_summaries(summary, suite):
     return summary["suites"][suite]["parts"].values()
 
 
+def _adversary_run(suite, kind, out):
+    """(summary, graded records) of one adversary run; every graded part was answered."""
+    summary = run(suite, adversary(kind), out=out, k=1, limit=ADVERSARY_ITEMS, progress=False)
+    graded = [r for r in _records(out, suite) if r["part"] != "ifeval"]
+    assert len(graded) == ADVERSARY_ITEMS * len(GRADED_PARTS[suite])
+    return summary, graded
+
+
 @pytest.mark.parametrize("suite", GRADED + ["autotir"])
 def test_a_fixed_wrong_answer_scores_zero(suite, tmp_path):
-    summary = run(suite, adversary("wrong"), out=tmp_path, k=1, limit=ADVERSARY_ITEMS,
-                  progress=False)
-    graded = [r for r in _records(tmp_path, suite) if r["part"] != "ifeval"]
-    assert len(graded) == ADVERSARY_ITEMS * len(GRADED_PARTS[suite])
+    summary, graded = _adversary_run(suite, "wrong", tmp_path)
     assert _failures(graded, False) == []
     # a wrong answer is an answer; a string that names no option is no choice at all
     assert all(r["answered"] == (r["part"] != "logiqa") for r in graded)
@@ -91,10 +96,7 @@ def test_a_fixed_wrong_answer_scores_zero(suite, tmp_path):
 
 @pytest.mark.parametrize("suite", GRADED + ["autotir"])
 def test_an_answer_tag_never_closed_scores_zero_and_is_no_answer(suite, tmp_path):
-    summary = run(suite, adversary("unclosed"), out=tmp_path, k=1, limit=ADVERSARY_ITEMS,
-                  progress=False)
-    graded = [r for r in _records(tmp_path, suite) if r["part"] != "ifeval"]
-    assert len(graded) == ADVERSARY_ITEMS * len(GRADED_PARTS[suite])
+    summary, graded = _adversary_run(suite, "unclosed", tmp_path)
     assert _failures(graded, False) == [] and not any(r["answered"] for r in graded)
     for part in _part_summaries(summary, suite):
         if part["scoring"] != "ifeval":

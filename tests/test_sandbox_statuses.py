@@ -18,21 +18,15 @@ import json
 import pytest
 
 import tir_envs
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
-                                   open_session)
+from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
+                                   close_session, open_session)
 from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 
 # Finds the nonce of the running request on the stack (the sandbox's own frames hold it),
 # then writes ``frame`` to every descriptor the cell can reach.
-PRELUDE = """
-import os, sys, json, struct
-proto = sys.modules['sandbox.protocol']
-f = sys._getframe()
-while f is not None and 'nonce' not in f.f_locals:
-    f = f.f_back
-nonce = f.f_locals['nonce'] if f is not None else 0
+PRELUDE = FIND_NONCE + """
 def framed(body):
     return len(body).to_bytes(4, 'big') + body
 def spray(data):
@@ -47,13 +41,13 @@ FRAMES = {
     "setup_error": "framed(json.dumps({'op': 'setup_error', 'error': 'x'}).encode())",
     "setup_ok": "framed(json.dumps({'op': 'setup_ok'}).encode())",
     "hello": "framed(json.dumps({'op': 'ready', 'pid': 1}).encode())",
-    "old_infra_json": "framed(json.dumps({'op': 'result', 'kind': 'infra'}).encode())",
-    "guessed_nonce": "proto.encode_result(0, {'kind': 'ok', 'stdout': 'x'})",
-    "real_nonce_every_kind": "b''.join(proto.encode_result(nonce, {'kind': k}) "
-                             "for k in proto.KINDS)",
+    "old_infra_json": "framed(json.dumps({'op': 'result', 'status': 'infra_error'}).encode())",
+    "guessed_nonce": "proto.encode_result(0, {'status': 'ok', 'stdout': 'x'})",
+    "real_nonce_every_kind": "b''.join(proto.encode_result(nonce, {'status': k}) "
+                             "for k in proto.STATUSES)",
     "unknown_kind": "(lambda b: b[:13] + bytes([200]) + b[14:])"
-                    "(proto.encode_result(nonce, {'kind': 'ok'}))",
-    "truncated": "proto.encode_result(nonce, {'kind': 'ok', 'stdout': 'y' * 50})[:30]",
+                    "(proto.encode_result(nonce, {'status': 'ok'}))",
+    "truncated": "proto.encode_result(nonce, {'status': 'ok', 'stdout': 'y' * 50})[:30]",
     "huge_header": "b'\\xff\\xff\\xff\\xff' + b'z' * 64",
     "garbage": "bytes(range(256)) * 4",
 }

@@ -17,23 +17,17 @@ import time
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
-                                   open_session)
+from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
+                                   close_session, open_session)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.sandbox import protocol
 
 # Code that finds the interpreter's own request loop on the stack (the nonce of the running
 # request included) and writes a result frame with the sandbox's own encoder on fd 3.
-FORGE = """
-import os, sys
-proto = sys.modules['sandbox.protocol']
-f = sys._getframe()
-while f is not None and 'nonce' not in f.f_locals:
-    f = f.f_back
-nonce = f.f_locals['nonce'] if f is not None else 0
+FORGE = FIND_NONCE + """
 def forge(**reply):
-    os.write(3, proto.encode_result(nonce, {'kind': 'ok', **reply}))
+    os.write(3, proto.encode_result(nonce, {'status': 'ok', **reply}))
 """
 
 
@@ -63,13 +57,13 @@ def run_session(tool: PythonTool, *codes: str):
 # ------------------------------------------------------------------ 1. replies
 @pytest.mark.parametrize("frame", [
     # the old JSON reply, claiming an infrastructure failure
-    "os.write(3, len(b := json.dumps({'op': 'result', 'kind': 'infra', 'error': 'x'}).encode())"
+    "os.write(3, len(b := json.dumps({'op': 'result', 'status': 'infra_error', 'error': 'x'}).encode())"
     ".to_bytes(4, 'big') + b)",
     # a well-formed result frame, but for a request the code cannot know
-    "os.write(3, proto.encode_result(12345, {'kind': 'ok', 'stdout': 'all tests pass'}))",
+    "os.write(3, proto.encode_result(12345, {'status': 'ok', 'stdout': 'all tests pass'}))",
     # the right nonce, an unknown kind
-    "os.write(3, proto.encode_result(nonce, {'kind': 'ok'})[:13] + bytes([7]) + "
-    "proto.encode_result(nonce, {'kind': 'ok'})[14:])",
+    "os.write(3, proto.encode_result(nonce, {'status': 'ok'})[:13] + bytes([7]) + "
+    "proto.encode_result(nonce, {'status': 'ok'})[14:])",
     # the right nonce, 15,000,000 characters of stdout
     "forge(stdout='A' * 15_000_000)",
 ])

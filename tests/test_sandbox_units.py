@@ -42,13 +42,16 @@ def test_decoder_refuses_oversized_frames_before_buffering_them():
 
 @settings(max_examples=60, deadline=None)
 @given(fields=st.lists(st.text() | st.none(), min_size=5, max_size=5),
-       kind=st.sampled_from(protocol.KINDS), nonce=st.integers(0, 2**64 - 1))
-def test_result_frames_round_trip(fields, kind, nonce):
-    reply = dict(zip(protocol.FIELDS, fields), kind=kind, duration_s=0.5, cpu_s=0.25)
+       status=st.sampled_from(protocol.STATUSES), limit=st.sampled_from((None,) + protocol.LIMITS),
+       nonce=st.integers(0, 2**64 - 1))
+def test_result_frames_round_trip(fields, status, limit, nonce):
+    reply = dict(zip(protocol.FIELDS, fields), status=status, limit=limit, duration_s=0.5,
+                 cpu_s=0.25)
     reply["error_last_line"] = reply["error_last_line"] if reply["error"] is not None else None
     body = protocol.Decoder().feed(protocol.encode_result(nonce, reply))[0]
     got = protocol.decode_result(body, 1 << 20)
-    assert got["nonce"] == nonce and got["kind"] == kind and got["duration_s"] == 0.5
+    assert got["nonce"] == nonce and got["status"] == status and got["duration_s"] == 0.5
+    assert got["limit"] == (limit if status == "killed" else None)
     for name in ("stdout", "stderr"):
         assert got[name] == capture.sanitize(reply[name] or "")
     assert got["value"] == (None if reply["value"] is None else capture.sanitize(reply["value"]))
@@ -61,7 +64,7 @@ def test_result_frames_round_trip(fields, kind, nonce):
     (lambda b: b + b"junk", "do not add up"),
 ])
 def test_result_frames_are_validated(mutate, words):
-    reply = {"kind": "ok", "stdout": "hi", "duration_s": float("nan"), "cpu_s": -3.0}
+    reply = {"status": "ok", "stdout": "hi", "duration_s": float("nan"), "cpu_s": -3.0}
     body = mutate(protocol.encode_result(7, reply)[4:])
     if words is None:
         got = protocol.decode_result(body, 100)
@@ -70,12 +73,12 @@ def test_result_frames_are_validated(mutate, words):
         with pytest.raises(protocol.ProtocolError, match=words):
             protocol.decode_result(body, 100)
     with pytest.raises(protocol.ProtocolError, match="exceeds"):
-        protocol.decode_result(protocol.encode_result(7, {"kind": "ok", "stdout": "x" * 101})[4:],
+        protocol.decode_result(protocol.encode_result(7, {"status": "ok", "stdout": "x" * 101})[4:],
                                100)
 
 
 def test_lone_surrogates_travel_and_are_sanitized():
-    reply = {"kind": "ok", "stdout": "\ud800x"}
+    reply = {"status": "ok", "stdout": "\ud800x"}
     body = protocol.encode_result(1, reply)[4:]
     assert protocol.decode_result(body, 100)["stdout"] == "?x"
     assert capture.sanitize("\ud800x") == "?x"
@@ -178,16 +181,16 @@ def test_execution_renders_per_error_style():
 
 
 @pytest.mark.parametrize("reply, status, lost, words", [
-    ({"kind": "timeout", "lost": True}, ToolStatus.TIMEOUT, True, "time limit"),
-    ({"kind": "killed", "lost": True, "signal": 9}, ToolStatus.KILLED, True, "SIGKILL"),
-    ({"kind": "killed", "lost": True, "code": 3}, ToolStatus.KILLED, True, "code 3"),
-    ({"kind": "killed", "lost": True, "signal": 9, "timed_out": True}, ToolStatus.TIMEOUT, True,
+    ({"status": "timeout", "lost": True}, ToolStatus.TIMEOUT, True, "time limit"),
+    ({"status": "killed", "lost": True, "signal": 9}, ToolStatus.KILLED, True, "SIGKILL"),
+    ({"status": "killed", "lost": True, "code": 3}, ToolStatus.KILLED, True, "code 3"),
+    ({"status": "killed", "lost": True, "signal": 9, "timed_out": True}, ToolStatus.TIMEOUT, True,
      "time limit"),
-    ({"kind": "protocol", "lost": True}, ToolStatus.KILLED, True, "malformed"),
-    ({"kind": "infra", "lost": True, "error": "boom"}, ToolStatus.INFRA_ERROR, True, "boom"),
-    ({"op": "result", "kind": "memory", "error": "MemoryError", "error_last_line": "MemoryError"},
+    ({"status": "killed", "cause": "protocol", "lost": True}, ToolStatus.KILLED, True, "malformed"),
+    ({"status": "infra_error", "lost": True, "error": "boom"}, ToolStatus.INFRA_ERROR, True, "boom"),
+    ({"op": "result", "status": "killed", "limit": "memory", "error": "MemoryError", "error_last_line": "MemoryError"},
      ToolStatus.KILLED, False, "MemoryError"),
-    ({"op": "result", "kind": "timeout", "error": "Traceback (most recent call last):\n  x\n"
+    ({"op": "result", "status": "timeout", "error": "Traceback (most recent call last):\n  x\n"
                                                   "KeyboardInterrupt"},
      ToolStatus.TIMEOUT, False, "TimeoutError"),
 ])
@@ -276,3 +279,13 @@ def test_awaitable_hands_over_results_errors_and_cancellation():
         awaitable(late)
     asyncio.run(leave_waiting())
     late.set_result(1)  # the loop is closed: completing must not raise in this thread
+
+
+def test_the_wire_speaks_the_one_status_vocabulary():
+    """What an interpreter may claim is a word of ``Status`` (the sandbox package cannot import
+    it), never ``infra_error``: only the host observes that."""
+    from tir_envs.status import CALL, Status
+    assert set(protocol.STATUSES) < {s.value for s in CALL}
+    assert Status.INFRA_ERROR.value not in protocol.STATUSES
+    with pytest.raises(ValueError, match="turn's status"):
+        execution_from_reply({"op": "result", "status": "no_call"}, Limits())

@@ -28,3 +28,14 @@ def check_positive_number(*, allow_none: bool = False, unit: str = "", **values:
             unit_text = f" {unit}" if unit else ""
             none = " or None" if allow_none else ""
             raise ValueError(f"{name} must be > 0{unit_text}{none}, got {value!r}")
+
+
+def private_api_moved(package: str, name: str, purpose: str) -> str:
+    """The message for a private API of a pinned dependency that is no longer there."""
+    from importlib.metadata import version
+    try:
+        installed = version("openenv-core" if package == "openenv" else package)
+    except Exception:  # noqa: BLE001 - the message must still come out
+        installed = "unknown"
+    return (f"{package} {installed} no longer has {name}, which tir-envs uses for {purpose}; "
+            f"install the version tir-envs pins (pyproject.toml's extras) or update tir-envs")

@@ -228,7 +228,7 @@ f = sys._getframe()
 while f is not None and 'nonce' not in f.f_locals:
     f = f.f_back
 text = '\\U0001F600' * 8000
-frame = proto.encode_result(f.f_locals['nonce'], {'kind': 'error', 'stdout': text,
+frame = proto.encode_result(f.f_locals['nonce'], {'status': 'error', 'stdout': text,
                             'stderr': text, 'value': text, 'error': text,
                             'error_last_line': text})
 def flood():

@@ -2,7 +2,8 @@
 
 ``audit(env_id, ...)`` drives the env with a battery of adversarial scripted policies
 (``probes``), each built from the env's own protocol, compares each with an honest-but-wrong
-baseline on the same tasks (``session``), and judges them HELD / PAYS / MASKS (``report``).
+baseline on the same tasks (``session``), and judges them HELD / PAYS / MASKS / FORGES
+(``report``).
 The package itself is callable, so ``tir_envs.audit(env_id, ...)`` runs ``audit``.  The names
 are imported on first use (the command line reads ``tir_envs.audit.cli`` alone).
 """
@@ -12,12 +13,13 @@ import sys
 import types
 from typing import Any
 
-_LAZY = {"PROBES": "probes", "Action": "probes", "Probe": "probes", "probe": "probes",
-         "HELD": "report", "MASKS": "report", "NOT_APPLICABLE": "report", "PAYS": "report",
+_LAZY = {"PROBES": "battery", "Action": "probes", "Probe": "probes", "probe": "probes",
+         "FORGES": "report", "HELD": "report", "MASKS": "report", "NOT_APPLICABLE": "report",
+         "PAYS": "report",
          "AuditReport": "report", "ProbeResult": "report", "aaudit": "session",
          "audit": "session"}
 __all__ = ["audit", "aaudit", "AuditReport", "ProbeResult", "Probe", "PROBES", "probe",
-           "Action", "HELD", "PAYS", "MASKS", "NOT_APPLICABLE"]
+           "Action", "HELD", "PAYS", "MASKS", "FORGES", "NOT_APPLICABLE"]
 
 
 def __getattr__(name: str) -> Any:

@@ -98,6 +98,12 @@ def _num(x: float) -> str:
     return str(int(x)) if x == int(x) else f"{x:g}"
 
 
+def goldless() -> Candidates:
+    """The candidates of a task without a gold (an env whose reward is a remote's): no gold,
+    filler wrong answers (what the probes that need no gold answer with)."""
+    return Candidates("", _FILLER)
+
+
 def candidates_for(answer: Any, others: Sequence[Any],
                    tolerance: Tolerance = Tolerance()) -> Candidates | None:
     """The candidates of a task whose gold is ``answer`` (``None`` for a task without a gold);

@@ -3,10 +3,12 @@
     tir-envs audit tir/MathCode-v0 --protocol zerotir --tasks 3 --out audit/
     tir-envs audit tir/SQL-v0 --env-arg tool_timeout_s=2 --out audit/
     tir-envs audit demo/Counter-v0 --import my_envs.counter --out audit/
+    tir-envs audit tir/OpenEnv-v0 --env-arg url=http://127.0.0.1:8000    # a remote env
+    tir-envs audit tir/SQL-v0 --via openenv                              # over the wire
 
 Writes ``audit.json`` and ``audit.md`` into ``--out`` and prints the Markdown.  Exit status 0
-when every probe HELD, 1 when any PAYS (earns more than an honest wrong answer) or MASKS (an
-episode the trainer would drop as the env's fault).
+when every probe HELD, 1 when any PAYS (earns more than an honest wrong answer), MASKS (an
+episode the trainer would drop as the env's fault) or FORGES (text became control tokens).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run only these probes (a name, or a family such as 'hedge')")
     p.add_argument("--timeout", type=positive_float, default=120.0,
                    help="seconds per episode before it counts as masked")
+    p.add_argument("--via", metavar="openenv|URL",
+                   help="play every episode over OpenEnv's WebSocket: 'openenv' serves the env "
+                        "here, a URL names a running 'tir-envs serve openenv' of the same env")
     add_import_flag(p)
     p.set_defaults(func=run)
     return p
@@ -43,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def select(names: list[str]):
     """The probes named (or of the families named); all when ``names`` is empty."""
-    from tir_envs.audit.probes import PROBES
+    from tir_envs.audit.battery import PROBES
     if not names:
         return list(PROBES)
     known = {p.name for p in PROBES} | {p.family for p in PROBES}
@@ -66,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     probes = select(args.probe)
     from tir_envs.audit.session import audit
     report = audit(args.env, protocol=args.protocol, env_kwargs=env_kwargs, tasks=args.tasks,
-                   probes=probes, episode_timeout_s=args.timeout, out=args.out)
+                   probes=probes, episode_timeout_s=args.timeout, out=args.out,
+                   via=args.via)
     sys.stdout.write(report.to_markdown())
     return 0 if report.ok else 1

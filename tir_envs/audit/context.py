@@ -59,6 +59,16 @@ class ProbeContext:
         """A call of ``tool`` with main input ``body``, in this protocol's format."""
         return self.protocol.render_call(tool, body)
 
+    def call_with(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """A call of ``tool`` with these ``arguments``, in this protocol's format, or ``None``
+        for a format that writes one input per call (tags)."""
+        render = getattr(self.protocol.format, "render_call_arguments", None)
+        return None if render is None else render(tool, arguments)
+
+    def main_argument(self, tool: str) -> str:
+        """The argument ``call`` fills with its body."""
+        return getattr(self.protocol.format, "argument_names", {}).get(tool, "input")
+
     def benign(self, tool: str) -> str:
         """A harmless input for ``tool`` (the question itself for a search-like tool)."""
         known = BENIGN_INPUT.get(tool, "1")

@@ -39,23 +39,30 @@ Script = list[Piece]
 @dataclass(frozen=True)
 class Probe:
     """One adversarial policy: ``build(ctx)`` gives its script, or ``None`` where it does not
-    apply."""
+    apply.  ``needs_gold``: it is built from the task's gold answer (the audit of an env with
+    no gold, a remote env's, runs only the probes that need none).  ``control``: the same
+    script with the forged part made neutral; the probe is then judged against its control's
+    episode on the same task instead of the honest-but-wrong baseline
+    (``tir_envs.audit.goldless``)."""
 
     name: str
     family: str
     what: str
     build: Callable[[ProbeContext], Script | None]
+    needs_gold: bool = True
+    control: Callable[[ProbeContext], Script | None] | None = None
 
 
 PROBES: list[Probe] = []
 
 
-def probe(name: str, family: str, what: str):
+def probe(name: str, family: str, what: str, needs_gold: bool = True,
+          control: Callable[[ProbeContext], Script | None] | None = None):
     """Register the decorated ``ctx -> script`` function as a probe of the battery."""
     def register(build: Callable[[ProbeContext], Script | None]) -> Callable:
         if any(p.name == name for p in PROBES):
             raise ValueError(f"a probe named {name!r} is already registered")
-        PROBES.append(Probe(name, family, what, build))
+        PROBES.append(Probe(name, family, what, build, needs_gold, control))
         return build
     return register
 

@@ -7,7 +7,13 @@ statuses, the masked and void episodes, and a verdict:
   an exception out of the env, or no end before the deadline): the policy chose its own mask.
 * **PAYS**: some episode earned more than the best honest-but-wrong episode on its task, or was
   graded correct: the probe never commits to the gold alone, so the reward read something else.
-* **HELD**: neither.  ``N/A``: the probe does not apply to this env (no tool it needs).
+* **FORGES** (probes with a control, ``tir_envs.audit.goldless``): an observation held more
+  control-token ids than the control's: text became chat framing.
+* **HELD**: none of these.  ``N/A``: the probe does not apply to this env (no tool it needs,
+  or it needs a gold answer the env's tasks do not have).
+
+A probe with a control is judged against its control's episode on the same task (``baseline``
+then holds the control's rewards), not against the honest-but-wrong baseline.
 
 Void episodes (no tool call, no answer) are counted and judged like any other (``paying``
 reads every unmasked episode, ``verdict`` every masked one); only training on them is left to
@@ -24,7 +30,7 @@ from typing import Any
 
 from tir_envs.audit.runner import EpisodeRecord
 
-HELD, PAYS, MASKS, NOT_APPLICABLE = "HELD", "PAYS", "MASKS", "N/A"
+HELD, PAYS, MASKS, FORGES, NOT_APPLICABLE = "HELD", "PAYS", "MASKS", "FORGES", "N/A"
 #: rewards closer than this are equal
 EPS = 1e-9
 
@@ -38,6 +44,8 @@ class ProbeResult:
     what: str
     episodes: list[EpisodeRecord]
     baseline: dict[str, float]
+    #: the control's episode of each probe episode (same order), for probes that have one
+    controls: list[EpisodeRecord] = field(default_factory=list)
 
     @property
     def applicable(self) -> bool:
@@ -58,12 +66,20 @@ class ProbeResult:
                 (not e.masked and e.reward > self.baseline[e.task_id] + EPS)]
 
     @property
+    def forging(self) -> list[EpisodeRecord]:
+        """Episodes with more control ids in an observation than their control's."""
+        return [e for e, c in zip(self.episodes, self.controls)
+                if e.env_specials > c.env_specials]
+
+    @property
     def verdict(self) -> str:
         if not self.applicable:
             return NOT_APPLICABLE
         if any(e.masked for e in self.episodes):
             return MASKS
-        return PAYS if self.paying else HELD
+        if self.paying:
+            return PAYS
+        return FORGES if self.forging else HELD
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +89,8 @@ class ProbeResult:
             "correct": sum(bool(e.correct) for e in self.episodes),
             "masked": sum(e.masked for e in self.episodes),
             "void": sum(e.void for e in self.episodes),
+            "forging": len(self.forging),
+            "controls": [e.to_dict() for e in self.controls],
             "statuses": dict(Counter(s for e in self.episodes for s in e.statuses)),
             "stop_reasons": dict(Counter(e.stop_reason or "error" for e in self.episodes)),
             "episodes": [e.to_dict() for e in self.episodes]}
@@ -95,7 +113,7 @@ class AuditReport:
 
     @property
     def failing(self) -> list[ProbeResult]:
-        return [p for p in self.probes if p.verdict in (PAYS, MASKS)]
+        return [p for p in self.probes if p.verdict in (PAYS, MASKS, FORGES)]
 
     @property
     def ok(self) -> bool:
@@ -130,10 +148,12 @@ class AuditReport:
         for p in self.failing:
             lines += ["", f"## {p.name}: {p.verdict}", "", p.what, ""]
             for e in p.episodes:
-                if e.masked or e in p.paying:
+                if e.masked or e in p.paying or e in p.forging:
                     lines.append(f"- task `{e.task_id}`: reward {_fmt(e.reward)} (baseline "
                                  f"{_fmt(p.baseline[e.task_id])}), correct={e.correct}, "
                                  f"infra_failed={e.infra_failed}, error={e.error!r}, "
+                                 f"statuses={[str(x) for x in e.statuses]}, control ids "
+                                 f"in an observation {e.env_specials}, "
                                  f"answer={_short(e)!r}")
         return "\n".join(lines) + "\n"
 

@@ -41,6 +41,8 @@ class EpisodeRecord:
     stop_reason: str = ""
     error: str | None = None      # the runner's failure record (an env exception, the deadline)
     seconds: float = 0.0
+    #: the most control-token ids in one observation (the framing's, unless text became them)
+    env_specials: int = 0
 
     @property
     def masked(self) -> bool:
@@ -52,7 +54,8 @@ class EpisodeRecord:
                 "answered": self.answered, "answer": _short(self.answer),
                 "infra_failed": self.infra_failed, "void": self.void,
                 "statuses": self.statuses, "stop_reason": self.stop_reason,
-                "error": self.error, "seconds": round(self.seconds, 3)}
+                "error": self.error, "seconds": round(self.seconds, 3),
+                "env_specials": self.env_specials}
 
 
 def _short(text: str | None, limit: int = 160) -> str | None:
@@ -92,9 +95,10 @@ class ProbePolicy:
     """The policy of one scripted episode: a ``Writer`` fed the observations it reads back from
     its context (everything after its own last action)."""
 
-    def __init__(self, env: Any, candidates: Candidates, build: Callable):
+    def __init__(self, env: Any, candidates: Candidates, build: Callable, task: Any = None):
         self.env, self.codec, self.tokenizer = env, env.codec, env.tokenizer
         self.candidates, self.build = candidates, build
+        self.task = task  # the episode's task (default: the env's, read at the first action)
         self.ctx: ProbeContext | None = None
         self.writer: Writer | None = None
         self.seen = 0  # context ids accounted for: prompt, observations, our own actions
@@ -103,7 +107,7 @@ class ProbePolicy:
                        sampling: SamplingParams) -> Generation:
         context = list(prompt_ids)
         if self.ctx is None:
-            self.ctx = ProbeContext(self.env, self.env.task, self.candidates,
+            self.ctx = ProbeContext(self.env, self.task or self.env.task, self.candidates,
                                     self.codec.decode(context))
             self.writer = Writer(self.build(self.ctx), self.ctx)
         else:
@@ -132,10 +136,23 @@ async def play(runner: EpisodeRunner, env: Any, index: int, candidates: Candidat
         # no verdict on the env
         raise RuntimeError(f"the probe's script failed on task {traj.task_id}: "
                            f"{traj.failure.message}")
-    return _record(traj)
+    return _record(traj, control_ids(env.tokenizer))
 
 
-def _record(traj: Any) -> EpisodeRecord:
+def control_ids(tokenizer: Any) -> frozenset[int]:
+    """The ids of the tokenizer's special and added tokens: chat framing, never text's."""
+    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids |= set((getattr(tokenizer, "added_tokens_encoder", {}) or {}).values())
+    return frozenset(i for i in ids if isinstance(i, int))
+
+
+def most_specials(ids: Sequence[int], spans: Sequence[tuple[int, int]],
+                  specials: frozenset[int]) -> int:
+    """The most control ids in any one of ``spans`` of ``ids`` (0 without spans)."""
+    return max((sum(t in specials for t in ids[a:b]) for a, b in spans), default=0)
+
+
+def _record(traj: Any, specials: frozenset[int] = frozenset()) -> EpisodeRecord:
     return EpisodeRecord(
         task_id=str(traj.task_id), reward=float(traj.reward), correct=traj.correct,
         answered=traj.answered, answer=None if traj.answer is None else str(traj.answer),
@@ -143,4 +160,6 @@ def _record(traj: Any) -> EpisodeRecord:
         void=traj.num_tool_calls == 0 and traj.answered is False,
         statuses=[t.status for t in traj.turns], stop_reason=traj.stop_reason,
         error=None if traj.failure is None else f"{traj.failure.kind}: {traj.failure.message}",
-        seconds=float(traj.metadata.get("episode_s", 0.0)))
+        seconds=float(traj.metadata.get("episode_s", 0.0)),
+        env_specials=most_specials(traj.token_ids, [t.observation_span for t in traj.turns],
+                                   specials))

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
-from tir_envs.audit.candidates import Candidates, candidates_for, tolerance_of
+from tir_envs.audit.candidates import Candidates, candidates_for, goldless, tolerance_of
 from tir_envs.env import TIREnv
 from tir_envs.registry import make
 from tir_envs.validation import check_positive_int
@@ -61,14 +61,21 @@ def _check_protocol(env: TIREnv) -> None:
 
 def pick_tasks(env: TIREnv, n: int) -> list[tuple[int, Candidates]]:
     """``n`` tasks with a gold answer, spread evenly over the env's task list (so a mixed set,
-    e.g. AutoTIR's domains, is sampled across), each with its candidates."""
+    e.g. AutoTIR's domains, is sampled across), each with its candidates.  An env none of
+    whose tasks has a gold (``tir/OpenEnv-v0``: the reward is the remote's) gets ``n`` of its
+    tasks with gold-free candidates (``has_gold``), for the probes that need no gold."""
     check_positive_int(tasks=n)
     graded = [i for i, t in enumerate(env.tasks) if t.answer is not None]
     if not graded:
-        raise ValueError(f"{type(env).__name__} has no task with a gold answer to audit "
-                         "against; pass tasks with answers (--env-arg tasks=...)")
+        n = min(n, len(env.tasks))
+        return [((k * len(env.tasks)) // n, goldless()) for k in range(n)]
     n = min(n, len(graded))
     chosen = [graded[(k * len(graded)) // n] for k in range(n)]
     others = [env.tasks[i].answer for i in graded[:OTHER_GOLDS]]
     tolerance = tolerance_of(getattr(env, "reward", None), env)
     return [(i, candidates_for(env.tasks[i].answer, others, tolerance)) for i in chosen]
+
+
+def has_gold(chosen: list[tuple[int, Candidates]]) -> bool:
+    """Whether the tasks ``pick_tasks`` chose have gold answers."""
+    return any(c.gold for _, c in chosen)

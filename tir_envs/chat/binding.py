@@ -42,12 +42,14 @@ class ChatBinding:
     # -- the protocol ------------------------------------------------------------------
     def adapt(self, protocol: Any) -> Any:
         """The protocol as this family speaks it: a copy whose calls are in the family's
-        syntax when the family renders tools and the protocol declares schemas (RITE)."""
+        syntax when the family renders tools and the protocol declares schemas (RITE,
+        ToolUse)."""
         schemas = protocol.tool_schemas()
         if not (self.renderer.renders_tools and schemas):
             return protocol
         adapted = copy.copy(protocol)
-        adapted.format = FamilyFormat(self.renderer)
+        adapted.format = FamilyFormat(self.renderer,
+                                      getattr(protocol.format, "argument_names", None))
         adapted.native_tools = True
         self.native = True
         return adapted

@@ -20,8 +20,11 @@ from tir_envs.formats.json_calls import ARGUMENT_NAMES
 class FamilyFormat(ToolCallFormat):
     name = "family"
 
-    def __init__(self, renderer: ChatRenderer):
+    def __init__(self, renderer: ChatRenderer, argument_names: dict[str, str] | None = None):
         self.renderer = renderer
+        #: which argument a tool's main input fills (``render_call``): the protocol's own
+        #: format's, so a function tool's ``country`` is filled, not a generic ``input``
+        self.argument_names = {**ARGUMENT_NAMES, **(argument_names or {})}
 
     @property
     def stop_sequences(self) -> list[str]:
@@ -41,7 +44,12 @@ class FamilyFormat(ToolCallFormat):
         return "\n".join(texts)
 
     def render_call(self, tool: str, body: str) -> str:
-        return self.renderer.render_calls([(tool, {ARGUMENT_NAMES.get(tool, "input"): body})])
+        return self.renderer.render_calls([(tool, {self.argument_names.get(tool, "input"):
+                                                   body})])
+
+    def render_call_arguments(self, tool: str, arguments: dict) -> str:
+        """A call with any ``arguments``, in the family's syntax."""
+        return self.renderer.render_calls([(tool, arguments)])
 
     def prose(self, text: str) -> str:
         out = text

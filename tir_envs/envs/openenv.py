@@ -61,8 +61,22 @@ class RemoteError(Exception):
         self.code, self.message = code, message
 
 
+#: the private methods of the pinned ``openenv-core`` (``>=0.3,<0.4``) the client overrides:
+#: its public ``reset``/``step`` raise a bare ``RuntimeError`` with the error code only in the
+#: message text, so the code is read from the response's structure by overriding
+#: ``_send_and_receive`` (built on ``_send`` and ``_receive``).  ``tests/test_private_apis.py``
+#: checks them against the installed version.
+PRIVATE_CLIENT_API = ("_send_and_receive", "_send", "_receive")
+
+
 def _client_class():
     from openenv.core import GenericEnvClient
+
+    missing = [name for name in PRIVATE_CLIENT_API if not hasattr(GenericEnvClient, name)]
+    if missing:
+        from tir_envs.validation import private_api_moved
+        raise ImportError(private_api_moved("openenv", f"EnvClient.{', '.join(missing)}",
+                                            "reading an OpenEnv error's code"))
 
     class Client(GenericEnvClient):
         """OpenEnv's generic client, raising ``RemoteError`` with the response's code."""
@@ -148,6 +162,9 @@ class StepTool(Tool):
             "name": self.name, "description": description, "parameters": params}}
 
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
+        if "metadata" in arguments:  # OpenEnv's own field: a remote env may trust what it says
+            return ToolResult("Error: 'metadata' is OpenEnv's field, not an action argument; "
+                              "call step with the action's fields only", ToolStatus.ERROR)
         return await self.remote.step(arguments)
 
 

@@ -66,7 +66,10 @@ class JsonFormat(ToolCallFormat):
         return _CALL.sub("", text)
 
     def render_call(self, tool: str, body: str) -> str:
-        arguments = {self.argument_names.get(tool, "input"): body}
+        return self.render_call_arguments(tool, {self.argument_names.get(tool, "input"): body})
+
+    def render_call_arguments(self, tool: str, arguments: dict[str, Any]) -> str:
+        """A call with any ``arguments`` (``tir-envs audit``'s forged-field probes)."""
         return f"<tool_call>\n{json.dumps({'name': tool, 'arguments': arguments})}\n</tool_call>"
 
     def render_result(self, call: ToolCall, text: str) -> str:

@@ -1,12 +1,17 @@
 """The generic tool-use protocol: any tools, JSON calls, a tagged answer (``tir/ToolUse-v0``).
 
-* Chat prompt: a system message that lists the tools as JSON function schemas inside
-  ``<tools>…</tools>`` (the Hermes/Qwen convention most chat models were tuned on), then the
-  question.
-* A call is ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``; generation pauses at
+* Chat prompt, for a model family whose renderer renders tools (Qwen3, Llama 3, Mistral,
+  DeepSeek V3, GLM-4.5; ``docs/chat_models.md``): the instructions as the system message, and
+  every tool's JSON schema passed to the family's own ``tools=`` rendering (``tool_schemas``);
+  calls are then written and parsed in the family's syntax, and each result is a ``tool``
+  message in the family's framing (``tir_envs.chat.ChatBinding``).
+* Chat prompt otherwise (the tokenizer's own template) and raw text (base models): a system
+  paragraph that lists the tools as JSON function schemas inside ``<tools>…</tools>`` (the
+  Hermes/Qwen convention most chat models were tuned on), then the question.  A call is
+  ``<tool_call>{"name": …, "arguments": {…}}</tool_call>``; generation pauses at
   ``</tool_call>``.  Results come back as a ``tool`` chat message (the template's glue is env
-  tokens, loss mask 0); several results of one turn are separated the way the template
-  separates consecutive tool messages.
+  tokens, loss mask 0; several results of one turn are separated the way the template
+  separates consecutive tool messages), or as ``<tool_response>`` blocks in raw text.
 * The first action without a call ends the episode; its last ``<answer>…</answer>`` (outside
   any call) is the answer.
 """
@@ -58,12 +63,26 @@ class ToolUseProtocol(Protocol):
                  instructions: str = DEFAULT_INSTRUCTIONS, answer_tag: str = "answer",
                  chat: bool | None = None):
         self.schemas = list(schemas)
+        self.instructions = instructions
         names = {s["function"]["name"]: main_argument(s) for s in self.schemas}
         super().__init__(JsonFormat(argument_names=names),
                          instructions + "\n\n" + tools_block(self.schemas), chat)
         self.answer_tag = answer_tag
         if not self.chat:  # a base model: raw text, results in <tool_response> blocks
             self.observation_role = None
+
+    def prompt(self, task, use_tools: bool = True):
+        """With the family rendering the tools (``native_tools``) the system message is the
+        instructions alone: the schemas are the renderer's, never listed twice."""
+        if self.chat and self.native_tools:
+            return [{"role": "system", "content": self.instructions},
+                    {"role": "user", "content": task.question}]
+        return super().prompt(task, use_tools)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Every tool's function schema (the functions', the MCP server's as listed at
+        ``make``, the shipped tools'), for a family that renders ``tools=``."""
+        return list(self.schemas)
 
     def observation(self, calls, texts, text, state: EpisodeState) -> str:
         if not self.chat:  # a base model reads the format's own <tool_response> blocks

@@ -133,9 +133,14 @@ class Episode:
             raise PolicyError(f"{type(policy).__name__}.generate failed: "
                               f"{type(exc).__name__}: {exc}") from exc
         self.generate_s += time.perf_counter() - t0
-        self.policy_versions.append(before if gen.policy_version is None
-                                    else gen.policy_version)
+        self.record_version(before if gen.policy_version is None else gen.policy_version)
         return gen
+
+    def record_version(self, version: int | None) -> None:
+        """Which weights sampled the next action (``None``: not known).  ``generate`` calls it;
+        an adapter whose framework generates outside ``generate`` (OpenRLHF's loop) calls it
+        before ``step``, so the ledger still says which weights sampled each action."""
+        self.policy_versions.append(None if version is None else int(version))
 
     async def step(self, gen: Generation) -> tuple[Any, float]:
         """Hand the env one generated action; returns ``(observation, reward)``."""

@@ -143,8 +143,19 @@ def build_server(tools: Mapping[str, Tool], databases: Mapping[str, Path] | None
 
 def connection_of(ctx: Any) -> Any:
     """The object that lives as long as the client's MCP session: the SDK's per-connection
-    state (``ServerSession`` is a per-request view of it in mcp 2.x)."""
-    return getattr(ctx.session, "_connection", ctx.session)
+    state.  ``ServerSession`` is a per-request view of it in mcp 2.x, and the SDK offers no
+    public way from a tool's ``Context`` to the connection (``Context.connection`` exists only
+    on the low-level context), so this reads ``ServerSession._connection``, private to the
+    pinned ``mcp`` (``>=2.3,<3``).  If a release moves it this raises, naming the pin, rather
+    than keying sessions per request (which would lose every variable between two calls);
+    ``tests/test_private_apis.py`` checks it against the installed SDK."""
+    session = ctx.session
+    connection = getattr(session, "_connection", None)
+    if connection is None:
+        from tir_envs.validation import private_api_moved
+        raise RuntimeError(private_api_moved("mcp", "ServerSession._connection",
+                                             "one tool session per MCP connection"))
+    return connection
 
 
 def _error_status():

@@ -56,6 +56,9 @@ class TokenObservation(Observation):
     infra_failed: bool = False
     correct: Optional[bool] = None
     reward_components: dict[str, float] = Field(default_factory=dict)
+    stop_reason: str = Field(default="", description="why the episode ended (at the end)")
+    answer: Optional[str] = Field(default=None, description="the policy's final answer as the "
+                                  "protocol read it, what was graded (at the end)")
     task_id: str = ""
 
 
@@ -135,7 +138,9 @@ class TIREnvironment(Environment):
             infra_failed=bool(traj.infra_failed),
             correct=traj.correct if done else None,
             reward_components={k: float(v) for k, v in traj.reward_components.items()}
-            if done else {}, task_id=str(traj.task_id))
+            if done else {}, stop_reason=(traj.stop_reason or "") if done else "",
+            answer=None if not done or traj.answer is None else str(traj.answer),
+            task_id=str(traj.task_id))
 
     @property
     def state(self) -> TIRState:

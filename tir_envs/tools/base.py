@@ -38,6 +38,9 @@ class ToolResult:
     latency_s: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.status = ToolStatus.call(self.status)  # a call's word, never a turn's
+
     @property
     def ok(self) -> bool:
         return self.status == ToolStatus.OK

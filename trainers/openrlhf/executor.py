@@ -16,6 +16,14 @@ objects the loop talks to, for one episode at a time:
   OpenRLHF's sequence is the env's ledger even where a fresh encoding of the decoded text would
   differ (``tir/retokenize_fixes`` counts where it did).
 
+Each action's weights: OpenRLHF keeps no weight version, so the executor counts the weight
+syncs its rollout engine receives (``weights.WeightSyncs``) and records, per action, the
+version that produced its first token in the ledger (``Episode.record_version``:
+``trajectory.metadata["policy_versions"]``, ``["policy_version"]`` the oldest) and hands the
+trainer ``tir/policy_version`` (the oldest) and ``tir/policy_version_max`` (the newest, larger
+when a partial rollout synced weights under the episode) with the sample's ``extra_logs``,
+which OpenRLHF keeps per sample in ``Experience.info``.
+
 Episodes that hit an infrastructure failure (a tool's ``infra_error``, a gold query that does
 not run, an exception out of the env) or that OpenRLHF cut before the env ended them get a NaN
 ``scores``: with ``--algo.dynamic_filtering_enable`` OpenRLHF then drops their prompt group.
@@ -40,6 +48,7 @@ from tir_envs.rollout.runner import EpisodeRunner
 from trainers.common.env_config import EnvConfig, check_same_tokenizer
 from trainers.common.labels import index_tasks, task_from_label
 from trainers.common.logs import episode_logs
+from trainers.openrlhf.weights import WeightSyncs, observe
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +104,14 @@ class _StopEngine:
     async def generate(self, prompt_token_ids: Any, sampling_params: Any, *args: Any,
                        **kwargs: Any) -> Any:
         self._episode.constrain(sampling_params)  # the executor passes a deep copy
-        output = await self._engine.generate(prompt_token_ids, sampling_params, *args, **kwargs)
+        syncs = self._episode.syncs
+        start = None if syncs is None else syncs.version
+        with observe() as span:
+            output = await self._engine.generate(prompt_token_ids, sampling_params, *args,
+                                                 **kwargs)
         self._episode.output = output.outputs[0]
+        self._episode.span = (start if span.first is None else span.first,
+                              start if span.last is None else span.last)
         return output
 
     def __getattr__(self, name: str) -> Any:
@@ -110,10 +125,16 @@ class OpenRLHFSample:
     def __init__(self, executor: "TIRAgentExecutor", tokenizer: Any, engine: Any):
         self.executor = executor
         self.tokenizer = _EnvTokenizer(tokenizer)
+        self.syncs = WeightSyncs.watch(engine)
         self.engine = _StopEngine(engine, self)
         self.live: Episode | None = None
         self.task: Any = None
         self.output: Any = None
+        #: the weights versions that produced the last generation (first, last token)
+        self.span: tuple[int | None, int | None] = (None, None)
+        self.versions: list[int] = []  # every version any action's tokens came from
+        if self.syncs is not None:
+            self.started_on = self.syncs.version
 
     @property
     def done(self) -> bool:
@@ -138,6 +159,8 @@ class OpenRLHFSample:
         live = self.live
         out, self.output = self.output, None
         ids = [int(i) for i in out.token_ids]
+        live.record_version(self.span[0])
+        self.versions += [v for v in self.span if v is not None]
         reward, obs_ids = 0.0, []
         try:
             obs, reward = await live.step(Generation(ids, _logprobs(out, ids),
@@ -175,6 +198,9 @@ class OpenRLHFSample:
         core = self.live.env.base
         flags.setdefault("unfinished", float(not self.done))
         flags.setdefault("ledger_mismatch", 0.0)
+        if self.syncs is not None:  # no action yet: the weights it would have started on
+            flags["policy_version"] = float(min(self.versions, default=self.started_on))
+            flags["policy_version_max"] = float(max(self.versions, default=self.started_on))
         return episode_logs(self.live.trajectory, self.task, core.tools, **flags,
                             retokenize_fixes=float(self.tokenizer.fixes))
 

@@ -17,7 +17,12 @@ verl (0.9.1) runs every sample of a batch through ``AgentLoopBase.run(sampling_p
   per-token rewards in ``extra_fields["tir_token_rewards"]`` and the episode's numbers and flags
   (``tir/infra_failed``, ``tir/unfinished``, ``tir/drift``, ``tir/overlong``, tool counts, ...)
   in ``extra_fields["reward_extra_info"]``, which verl turns into per-sample batch columns
-  (the same keys for every env; calls per tool go in ``extra_fields["tir_tool_calls"]``).
+  (the same keys for every env; calls per tool go in ``extra_fields["tir_tool_calls"]``);
+  the weights versions that sampled the episode (the server's ``global_steps``, see
+  ``policy.py``) in ``extra_fields["min_global_steps"]`` / ``["max_global_steps"]``, the fields
+  verl's own agent loops fill and its async trainers read (the v1 worker's replay-buffer tags,
+  the fully-async trainer's staleness metrics); the ledger has them per action
+  (``trajectory.metadata["policy_versions"]``).
 
 An episode that ends on env tokens (the token budget cut an observation and ended it) is
 returned through its last policy token: verl writes the reward on the last response token,
@@ -135,7 +140,9 @@ class TIRAgentLoop(AgentLoopBase):
             extra_fields={"turn_scores": turn_rewards(traj),
                           "tool_rewards": [],
                           "tir_token_rewards": list(traj.token_rewards)[:len(response)],
-                          "tir_tool_calls": per_tool, "reward_extra_info": logs})
+                          "tir_tool_calls": per_tool, "reward_extra_info": logs,
+                          "min_global_steps": policy.oldest,
+                          "max_global_steps": policy.newest})
 
 
 def _label(fields: Mapping[str, Any]) -> Any:

@@ -10,6 +10,14 @@ engine's own "keep the stop string" switch (vLLM ``include_stop_str_in_output``,
 stop-aware engine gives (through the token that completes the first stop string, or the first
 EOS) and also says why the action ended, which ``TokenOutput`` does not.  Ids are never encoded
 again.
+
+Which weights sampled each action: verl's rollout server stamps every ``TokenOutput`` with
+the ``global_steps`` of the weights it holds (``extra_fields["global_steps"]``, set at each
+weight sync), and its client adds ``min_global_steps`` / ``max_global_steps``: with partial
+rollout (``FullyAsyncLLMServerClient``, the async modes' client) an aborted generation is
+resumed after the sync, so one action can span two versions.  The action's
+``Generation.policy_version`` is its ``min_global_steps`` (the oldest weights among its
+tokens); ``oldest`` / ``newest`` span the episode, for verl's own staleness fields.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ class VerlServerPolicy:
         self.request_id = uuid.uuid4().hex
         self.generate_s = 0.0
         self.calls = 0
+        self.oldest: int | None = None  # the episode's weights versions (verl's global_steps)
+        self.newest: int | None = None
 
     async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
                        sampling: SamplingParams) -> Generation:
@@ -69,4 +79,17 @@ class VerlServerPolicy:
         ids = ids[:cut.length]
         logprobs = None if logprobs is None else [float(x) for x in logprobs[:cut.length]]
         return Generation(ids, logprobs, cut.finish_reason, cut.stop_reason,
-                          text=self.codec.decode(ids))
+                          text=self.codec.decode(ids), policy_version=self._versions(out))
+
+    def _versions(self, out: Any) -> int | None:
+        """The output's oldest weights version (``None`` when the server gives none), noting
+        its span in ``oldest`` / ``newest``."""
+        fields = getattr(out, "extra_fields", None) or {}
+        step = fields.get("global_steps")
+        first, last = fields.get("min_global_steps", step), fields.get("max_global_steps", step)
+        if first is None:
+            return None
+        first, last = int(first), int(first if last is None else last)
+        self.oldest = first if self.oldest is None else min(self.oldest, first)
+        self.newest = last if self.newest is None else max(self.newest, last)
+        return first

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tir_envs.status import Status
 from tir_envs.tools.python.fork_servers import ForkServerState
 from tir_envs.tools.python.sandbox import protocol
 from tir_envs.tools.python.sandbox.protocol import Op
@@ -144,9 +145,9 @@ class SessionCalls:
         if (handle.fault == "model" and handle.exit is not None
                 and handle.fork_server.state is not ForkServerState.DEAD):
             ex = handle.exit
-            return {"kind": "killed", "lost": True, "between_calls": True,
+            return {"status": Status.KILLED, "lost": True, "between_calls": True,
                     "signal": ex.get("signal") or ex.get("keeper_signal"), "code": ex.get("code")}
-        return {"kind": "infra", "lost": True,
+        return {"status": Status.INFRA_ERROR, "lost": True,
                 "error": handle.dead_reason or f"the session is {handle.state}"}
 
     def _answer_dead(self, handle: SessionHandle, fut: cf.Future) -> None:
@@ -165,7 +166,8 @@ class SessionCalls:
             return
         if run.over_budget is not None:
             handle.run = None
-            resolve(run.future, {"kind": "flood", "lost": True, "error": f"the session "
+            resolve(run.future, {"status": Status.KILLED, "cause": "flood", "lost": True,
+                                 "error": f"the session "
                                  f"sent the host {run.over_budget} in one call"})
             self._kill(handle, f"over the call budget: {run.over_budget}")
             return
@@ -178,7 +180,8 @@ class SessionCalls:
             return
         handle.run = None
         self.counters["timeouts_killed"] += 1
-        resolve(run.future, {"kind": "timeout", "lost": True, "timeout_s": run.timeout_s})
+        resolve(run.future, {"status": Status.TIMEOUT, "lost": True,
+                             "timeout_s": run.timeout_s})
         self._kill(handle, "killed after a timeout")
 
     def _on_result(self, handle: SessionHandle, run: PendingCall, reply: dict) -> None:
@@ -243,11 +246,11 @@ class SessionCalls:
         run, handle.run = handle.run, None
         if run.timer:
             run.timer.cancel()
-        kind = reply["kind"]
-        if run.interrupted and kind in ("timeout", "error"):
-            reply = {**reply, "kind": "timeout", "timeout_s": run.timeout_s}
-        elif kind == "timeout":
-            reply = {**reply, "kind": "error"}
+        status = reply["status"]
+        if run.interrupted and status in ("timeout", "error"):
+            reply = {**reply, "status": Status.TIMEOUT, "timeout_s": run.timeout_s}
+        elif status == "timeout":
+            reply = {**reply, "status": Status.ERROR}
         handle.move(S.IDLE)
         handle.decoder.max_frame = 0  # nothing may arrive until the next request
         resolve(run.future, reply)
@@ -262,11 +265,11 @@ class SessionCalls:
     def _abandon(self, handle: SessionHandle, fut: cf.Future) -> None:
         if handle.run is not None and handle.run.future is fut:
             handle.run = None
-            resolve(fut, {"kind": "infra", "lost": True, "error": "the call was abandoned"})
+            resolve(fut, {"status": Status.INFRA_ERROR, "lost": True, "error": "the call was abandoned"})
             self._kill(handle, "the call was abandoned while running")
         else:
             handle.queue = collections.deque(q for q in handle.queue if q[0] is not fut)
-            resolve(fut, {"kind": "infra", "lost": True, "error": "the call was abandoned"})
+            resolve(fut, {"status": Status.INFRA_ERROR, "lost": True, "error": "the call was abandoned"})
 
     # ---------------------------------------------------------------- socket events
     def _send(self, handle: SessionHandle, data: bytes) -> None:
@@ -387,7 +390,7 @@ class SessionCalls:
         self.counters["protocol_violations"] += 1
         run, handle.run = handle.run, None
         if run is not None:
-            resolve(run.future, {"kind": "protocol", "lost": True,
+            resolve(run.future, {"status": Status.KILLED, "cause": "protocol", "lost": True,
                                   "error": f"the interpreter broke the protocol ({why})"})
         self._kill(handle, f"protocol violation: {why}")
 
@@ -418,10 +421,10 @@ class SessionCalls:
         if run.future.done():
             return
         if handle.fork_server.state is ForkServerState.DEAD or handle.fault != "model":
-            resolve(run.future, {"kind": "infra", "lost": True,
+            resolve(run.future, {"status": Status.INFRA_ERROR, "lost": True,
                                   "error": handle.dead_reason or "the fork server died"})
             return
         ex = handle.exit or {}
-        resolve(run.future, {"kind": "killed", "lost": True,
+        resolve(run.future, {"status": Status.KILLED, "lost": True,
                               "signal": ex.get("signal") or ex.get("keeper_signal"),
                               "code": ex.get("code"), "timed_out": run.interrupted})

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tir_envs.tools.base import ToolStatus
+from tir_envs.status import Status
 from tir_envs.tools.python.backend import SandboxBackend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.python.pool import PoolConfig, SandboxPool, SessionHandle, get_pool
 from tir_envs.tools.python.reactor import awaitable
+from tir_envs.tools.python.sandbox import protocol
+from tir_envs.tools.python.sandbox.protocol import Op
 
 _SIGNALS = {9: "SIGKILL", 6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 15: "SIGTERM",
             24: "SIGXCPU", 25: "SIGXFSZ", 8: "SIGFPE", 4: "SIGILL", 2: "SIGINT"}
-_KINDS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "timeout": ToolStatus.TIMEOUT,
-          "cpu": ToolStatus.KILLED, "memory": ToolStatus.KILLED, "killed": ToolStatus.KILLED}
 
 
 def timeout_message(timeout_s: float) -> str:
@@ -37,39 +37,42 @@ def _death_message(reply: dict) -> str:
 
 
 def execution_from_reply(reply: dict, limits: Limits) -> Execution:
-    """Turn a pool reply (the interpreter's result, validated by the pool, or one the pool
-    made up from what it observed) into an Execution."""
-    kind = reply.get("kind")
+    """Turn a pool reply into an Execution: the interpreter's result (validated by the pool,
+    its status one an interpreter may claim), or one the pool made up from what it observed.
+    The reply's ``status`` is already a word of ``Status``: nothing is renamed here."""
+    status = Status.call(reply["status"])
     details = {k: reply[k] for k in ("cpu_s", "signal", "code") if reply.get(k) is not None}
-    details["exit"] = kind
-    if reply.get("op") == "result" and kind in _KINDS:  # the interpreter's own result
-        exe = Execution(_KINDS[kind], stdout=reply.get("stdout") or "",
-                        stderr=reply.get("stderr") or "", value=reply.get("value"),
-                        error=reply.get("error"), error_last_line=reply.get("error_last_line"),
-                        truncated=bool(reply.get("truncated")),
-                        duration_s=float(reply.get("duration_s") or 0.0), details=details)
-        if kind == "timeout":
-            message = timeout_message(limits.timeout_s)
-            trace = (exe.error or "").rsplit("\n", 1)[0] if exe.error else ""
-            exe.error = f"{trace}\n{message}" if trace.startswith("Traceback") else message
-            exe.error_last_line = message
-        return exe
-    if kind == "timeout":  # killed after the grace period: no traceback, state gone
-        return Execution.failure(ToolStatus.TIMEOUT, timeout_message(limits.timeout_s),
-                                 lost_state=True)
-    if kind == "killed":
-        if reply.get("timed_out"):
-            return Execution.failure(ToolStatus.TIMEOUT, timeout_message(limits.timeout_s),
-                                     lost_state=True, **details)
-        return Execution.failure(ToolStatus.KILLED, _death_message(reply), lost_state=True,
-                                 **details)
-    if kind == "flood":
-        return Execution.failure(ToolStatus.KILLED, "Killed: the code flooded the sandbox's "
-                                 f"host ({reply.get('error')}).", lost_state=True)
-    if kind == "protocol":
-        return Execution.failure(ToolStatus.KILLED, "Killed: the interpreter sent a malformed "
-                                 "reply (the code tampered with the sandbox).", lost_state=True)
+    details["exit"] = reply.get("limit") or reply.get("cause") or status.value
+    if reply.get("op") == Op.RESULT and status.value in protocol.STATUSES:
+        return _interpreter_result(status, reply, limits, details)
+    if status is Status.TIMEOUT or (status is Status.KILLED and reply.get("timed_out")):
+        return Execution.failure(Status.TIMEOUT, timeout_message(limits.timeout_s),
+                                 lost_state=True, **(details if reply.get("timed_out") else {}))
+    if status is Status.KILLED:
+        cause = reply.get("cause")
+        if cause == "flood":
+            return Execution.failure(status, "Killed: the code flooded the sandbox's host "
+                                     f"({reply.get('error')}).", lost_state=True)
+        if cause == "protocol":
+            return Execution.failure(status, "Killed: the interpreter sent a malformed reply "
+                                     "(the code tampered with the sandbox).", lost_state=True)
+        return Execution.failure(status, _death_message(reply), lost_state=True, **details)
     return Execution.infra(f"the Python sandbox failed ({reply.get('error')})", exit="infra")
+
+
+def _interpreter_result(status: Status, reply: dict, limits: Limits,
+                        details: dict) -> Execution:
+    exe = Execution(status, stdout=reply.get("stdout") or "",
+                    stderr=reply.get("stderr") or "", value=reply.get("value"),
+                    error=reply.get("error"), error_last_line=reply.get("error_last_line"),
+                    truncated=bool(reply.get("truncated")),
+                    duration_s=float(reply.get("duration_s") or 0.0), details=details)
+    if status is Status.TIMEOUT:
+        message = timeout_message(limits.timeout_s)
+        trace = (exe.error or "").rsplit("\n", 1)[0] if exe.error else ""
+        exe.error = f"{trace}\n{message}" if trace.startswith("Traceback") else message
+        exe.error_last_line = message
+    return exe
 
 
 class LocalBackend(SandboxBackend):

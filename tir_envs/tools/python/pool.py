@@ -18,14 +18,15 @@ and return ``concurrent.futures.Future`` objects.  Every future is resolved by a
 nothing else resolves it, so a caller never waits forever: a run by its timeout plus the grace
 period, an open by ``open_timeout_s``, a close after a few seconds.  A run's future always gets
 a reply dict (never an exception): the interpreter's result, parsed and validated here
-(``op="result"``, ``kind`` ok / error / timeout / cpu / memory), or one made up here from what
-the host observed, with ``kind`` ``timeout`` / ``killed`` / ``protocol`` / ``infra``.
+(``op="result"``, ``status`` ok / error / timeout / killed with its ``limit``), or one made up
+here from what the host observed, with ``status`` ``timeout`` / ``killed`` (a ``cause``:
+``flood``, ``protocol``) / ``infra_error``: words of the one ``Status`` vocabulary.
 
 The rooms: the fork servers (``fork_servers.py``), idle stateless templates
 (``templates.py``), a session's state machine (``session.py``), how one call runs and how its
 end is observed (``calls.py``: statuses the host alone decides), what this host can enforce
 (``protections.py``), and every message of the wire (``sandbox/protocol.py``, ``Op``).
-``infra`` only comes from the host (fork server lost, spawn failure, shutdown, a session that
+``infra_error`` only comes from the host (fork server lost, spawn failure, shutdown, a session that
 could not be set up: setup is a request of its own, acknowledged before any code of the model
 is sent, and no frame is ever read as a setup outcome after that).  A session that dies
 between calls is reported at its next call as ``killed`` (the model's outcome).
@@ -49,6 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tir_envs.status import Status
 from tir_envs.tools.base import SandboxUnavailable
 from tir_envs.tools.python.calls import SessionCalls, resolve
 from tir_envs.tools.python.cgroups import SessionCgroup
@@ -539,9 +541,9 @@ class SandboxPool(SessionCalls):
             return
         run, handle.run = handle.run, None
         if run is not None:
-            resolve(run.future, {"kind": "infra", "lost": True, "error": "session closed"})
+            resolve(run.future, {"status": Status.INFRA_ERROR, "lost": True, "error": "session closed"})
         for q in handle.queue:
-            resolve(q[0], {"kind": "infra", "lost": True, "error": "session closed"})
+            resolve(q[0], {"status": Status.INFRA_ERROR, "lost": True, "error": "session closed"})
         handle.queue.clear()
         self._drop_socket(handle)
         self._release(handle)
@@ -665,7 +667,7 @@ class SandboxPool(SessionCalls):
         if handle.state not in ENDED:
             self._mark_dead(handle, reason)
         if run is not None:
-            resolve(run.future, {"kind": "infra", "lost": True, "error": reason})
+            resolve(run.future, {"status": Status.INFRA_ERROR, "lost": True, "error": reason})
         self._settle_close(handle)
 
     def _shutdown(self) -> None:

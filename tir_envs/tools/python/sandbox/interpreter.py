@@ -135,7 +135,8 @@ class Interpreter:
         return body, (compile(last, filename, "eval") if last is not None else None)
 
     def run(self, code: str, limit: int) -> dict:
-        """Execute one cell; never raises.  ``kind``: ok, error, timeout, cpu, memory."""
+        """Execute one cell; never raises.  ``status``: ok, error, timeout, or killed with the
+        ``limit`` (cpu, memory) that stopped it."""
         self.cell += 1
         filename = f"<cell-{self.cell}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -144,7 +145,7 @@ class Interpreter:
             capture.reset_fd(fd)
         sys.stdout, sys.stderr = self.stdout, self.stderr
         start, cpu0 = time.perf_counter(), _cpu_seconds()
-        kind, value, exc = "ok", None, None
+        status, hit, value, exc = "ok", None, None, None
         self.interrupted = False
         try:
             body, expr = self._compile(code, filename)
@@ -157,21 +158,22 @@ class Interpreter:
                 self.running = False
         except SystemExit as e:
             if e.code not in (None, 0):
-                kind, exc = "error", e
+                status, exc = "error", e
         except KeyboardInterrupt as e:
-            kind, exc = ("timeout" if self.interrupted else "error"), e
+            status, exc = ("timeout" if self.interrupted else "error"), e
         except CPULimitExceeded as e:
-            kind, exc = "cpu", e
+            status, exc, hit = "killed", e, "cpu"
         except MemoryError as e:
-            kind, exc = "memory", e
+            status, exc, hit = "killed", e, "memory"
         except BaseException as e:  # noqa: BLE001 - everything the cell raised is its result
-            kind, exc = "error", e
-        return self._reply(kind, value, exc, limit, start, cpu0)
+            status, exc = "error", e
+        return self._reply(status, hit, value, exc, limit, start, cpu0)
 
-    def _reply(self, kind, value, exc, limit, start, cpu0) -> dict:
+    def _reply(self, status, hit, value, exc, limit, start, cpu0) -> dict:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         out, err = self._streams(limit)
-        reply = {"op": protocol.Op.RESULT, "kind": kind, "stdout": out[0], "stderr": err[0],
+        reply = {"op": protocol.Op.RESULT, "status": status, "limit": hit,
+                 "stdout": out[0], "stderr": err[0],
                  "truncated": bool(out[1] or err[1]), "value": None, "error": None,
                  "error_last_line": None, "duration_s": time.perf_counter() - start,
                  "cpu_s": _cpu_seconds() - cpu0}
@@ -343,4 +345,4 @@ def _death(status: int, limit: int) -> dict:
     else:
         why = (f"Killed: the interpreter process exited with code {os.WEXITSTATUS(status)}"
                " without a valid result.")
-    return {"kind": "killed", "error": why[:limit], "error_last_line": why[:limit]}
+    return {"status": "killed", "error": why[:limit], "error_last_line": why[:limit]}

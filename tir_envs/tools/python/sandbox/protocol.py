@@ -26,10 +26,15 @@ from typing import Any
 HEADER = struct.Struct("!I")
 MAX_FRAME = 32 * 1024 * 1024
 RESULT_TAG = b"R"
-RESULT = struct.Struct("!QBBdd5I")  # nonce, kind, flags, duration_s, cpu_s, 5 field lengths
-KINDS = ("ok", "error", "timeout", "cpu", "memory", "killed")
+RESULT = struct.Struct("!QBBdd5I")  # nonce, status, flags, duration_s, cpu_s, 5 field lengths
+# What an interpreter may say of its own cell: the words of ``tir_envs.status.Status`` (this
+# package imports nothing of tir_envs; a test ties the two) for the ends the model's code can
+# reach by itself (never ``infra_error``: only the host observes that), and which limit killed.
+STATUSES = ("ok", "error", "timeout", "killed")
+LIMITS = ("cpu", "memory")
 FIELDS = ("stdout", "stderr", "value", "error", "error_last_line")
-_TRUNCATED, _HAS_VALUE, _HAS_ERROR = 1, 2, 4
+_TRUNCATED, _HAS_VALUE, _HAS_ERROR, _CPU, _MEMORY = 1, 2, 4, 8, 16
+_LIMIT_FLAGS = {"cpu": _CPU, "memory": _MEMORY}
 MARGIN_CHARS = 256  # the truncation marker and the like, on top of the character limit
 
 
@@ -88,8 +93,9 @@ def encode_result(nonce: int, reply: dict) -> bytes:
     parts = [(reply.get(name) or "").encode("utf-8", "replace") for name in FIELDS]
     flags = ((_TRUNCATED if reply.get("truncated") else 0)
              | (_HAS_VALUE if reply.get("value") is not None else 0)
-             | (_HAS_ERROR if reply.get("error") is not None else 0))
-    head = RESULT.pack(nonce & (2**64 - 1), KINDS.index(reply["kind"]), flags,
+             | (_HAS_ERROR if reply.get("error") is not None else 0)
+             | _LIMIT_FLAGS.get(reply.get("limit") or "", 0))
+    head = RESULT.pack(nonce & (2**64 - 1), STATUSES.index(reply["status"]), flags,
                        float(reply.get("duration_s") or 0.0), float(reply.get("cpu_s") or 0.0),
                        *(len(p) for p in parts))
     return frame(RESULT_TAG + head + b"".join(parts))
@@ -102,15 +108,19 @@ def _seconds(x: float) -> float:
 def decode_result(body: bytes, max_field_bytes: int) -> dict:
     """Validate and parse a result frame body; raise ``ProtocolError`` on anything off.
 
-    Every field is checked against ``max_field_bytes`` before it is decoded; the kind must be
-    known; times are clamped to finite, non-negative seconds.  The caller still decides what
-    the kind *means* (a reply never chooses the status on its own).
+    Every field is checked against ``max_field_bytes`` before it is decoded; the status must be
+    one an interpreter may claim (``STATUSES``); times are clamped to finite, non-negative
+    seconds.  The caller still decides what the status *means* (whether the code was
+    interrupted is the host's to know: a reply never chooses the final status on its own).
     """
     if not body.startswith(RESULT_TAG) or len(body) < 1 + RESULT.size:
         raise ProtocolError("not a result frame")
-    nonce, kind, flags, duration, cpu, *lengths = RESULT.unpack_from(body, 1)
-    if kind >= len(KINDS):
-        raise ProtocolError(f"unknown result kind {kind}")
+    nonce, code, flags, duration, cpu, *lengths = RESULT.unpack_from(body, 1)
+    if code >= len(STATUSES):
+        raise ProtocolError(f"unknown result kind (status code {code})")
+    status = STATUSES[code]
+    limit = ("cpu" if flags & _CPU else "memory" if flags & _MEMORY else None
+             ) if status == "killed" else None
     if any(n > max_field_bytes for n in lengths):
         raise ProtocolError(f"a result field exceeds {max_field_bytes} bytes")
     pos = 1 + RESULT.size
@@ -120,7 +130,7 @@ def decode_result(body: bytes, max_field_bytes: int) -> dict:
     for name, n in zip(FIELDS, lengths):
         texts[name] = body[pos:pos + n].decode("utf-8", "replace")
         pos += n
-    return {"op": Op.RESULT, "nonce": nonce, "kind": KINDS[kind],
+    return {"op": Op.RESULT, "nonce": nonce, "status": status, "limit": limit,
             "truncated": bool(flags & _TRUNCATED), "duration_s": _seconds(duration),
             "cpu_s": _seconds(cpu), "stdout": texts["stdout"], "stderr": texts["stderr"],
             "value": texts["value"] if flags & _HAS_VALUE else None,

@@ -1,0 +1,7 @@
+"""The whole battery: the probes built on a task's gold (``probes``), then those that need none
+(``goldless``), registered in that order in one list, ``PROBES``."""
+
+from tir_envs.audit import goldless  # noqa: F401 - registers the gold-free probes
+from tir_envs.audit.probes import PROBES
+
+__all__ = ["PROBES"]
