@@ -33,9 +33,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.fixtures.parity_cases import VOCABS, vocab_settings, vocab_tokenizer
+from tests.fixtures.parity_cases import VOCABS, server_for, vocab_settings, vocab_tokenizer
 from tests.fixtures.parity_ledger import FIELDS, direct_ledgers, load, record
-from tests.fixtures.scripted_server import ScriptedServer
 from tests.sql_helpers import CACHE
 from tir_envs.rollout.stops import first_stop
 
@@ -60,26 +59,36 @@ def ledgers(settings, qwen_tok):
 
 
 @pytest.fixture(scope="module")
-def qwen3_tok():
-    return vocab_tokenizer("qwen3")
+def chat_runs(search_root):
+    """The chat vocabularies' runs, each made once: ``vocab -> (settings, ledgers, tok)``."""
+    made: dict = {}
+
+    def get(vocab: str):
+        if vocab not in made:
+            tok = vocab_tokenizer(vocab)
+            settings = vocab_settings(vocab, search_root, str(CACHE))
+            made[vocab] = (settings, {(r["setting"], r["case"]): r
+                                      for r in direct_ledgers(settings, tok)}, tok)
+        return made[vocab]
+    return get
 
 
 @pytest.fixture(scope="module")
-def qwen3_settings(search_root):
-    return vocab_settings("qwen3", search_root, str(CACHE))
+def qwen3_tok(chat_runs):
+    return chat_runs("qwen3")[2]
 
 
 @pytest.fixture(scope="module")
-def qwen3_ledgers(qwen3_settings, qwen3_tok):
-    return {(r["setting"], r["case"]): r for r in direct_ledgers(qwen3_settings, qwen3_tok)}
+def qwen3_ledgers(chat_runs):
+    return chat_runs("qwen3")[1]
 
 
 def run_of(request, vocab: str):
     """``(settings, ledgers, tokenizer)`` of one vocabulary's parity run."""
-    prefix = "" if vocab == "qwen2.5" else "qwen3_"
-    tok = "qwen_tok" if vocab == "qwen2.5" else "qwen3_tok"
-    return (request.getfixturevalue(prefix + "settings"),
-            request.getfixturevalue(prefix + "ledgers"), request.getfixturevalue(tok))
+    if vocab == "qwen2.5":
+        return (request.getfixturevalue("settings"), request.getfixturevalue("ledgers"),
+                request.getfixturevalue("qwen_tok"))
+    return request.getfixturevalue("chat_runs")(vocab)
 
 
 def f32(values):
@@ -148,6 +157,25 @@ def test_the_qwen3_ledgers_think_and_hide_what_is_inside_reasoning(qwen3_ledgers
     assert split == {"qwen3-sql"}  # the tool-role observations are cut at whole characters
 
 
+def test_the_mistral_ledgers_sample_its_control_ids(chat_runs):
+    """The Mistral run (real Tekken vocabulary, mistral-common): RITE's calls are the sampled
+    ``[TOOL_CALLS]`` control id (mask 1) and every result comes back in ``[TOOL_RESULTS]``
+    (env tokens, mask 0), in all four envs."""
+    _, ledgers, tok = chat_runs("mistral")
+    inner = tok.tokenizer.instruct_tokenizer
+    results = inner.tokenizer.get_special_token("[TOOL_RESULTS]")
+    assert {s for s, _ in ledgers} == {"mistral-rite", "mistral-search", "mistral-sql",
+                                       "mistral-autotir"}
+    for (setting, case), r in ledgers.items():
+        ids, mask = r["response_ids"], r["loss_mask"]
+        assert not r["infra_failed"], (setting, case)
+        if setting == "mistral-rite":
+            assert ids[0] == inner.TOOL_CALLS and mask[0] == 1
+        if case in ("right", "wrong", "cut"):
+            assert r["correct"] is (case != "wrong"), (setting, case)
+            assert any(t == results and m == 0 for t, m in zip(ids, mask)), (setting, case)
+
+
 # ------------------------------------------------------------------------------ bundled GRPO
 def grpo_records(settings, tokenizer):
     """The bundled trainer's path: collect (EpisodeRunner) -> groups -> build_batch."""
@@ -159,7 +187,7 @@ def grpo_records(settings, tokenizer):
 
     out = []
     for s in settings:
-        policy = ServerPolicy(ScriptedServer(tokenizer, s.scripts), tokenizer.eos_token_id)
+        policy = ServerPolicy(server_for(tokenizer, s.scripts), tokenizer.eos_token_id)
         kwargs = {**s.env_kwargs, "tokenizer": tokenizer}
         rollouts = collect(lambda: tir_envs.make(s.env_id, **kwargs), policy,
                            setting_tasks(s, tokenizer), samples_per_task=GROUP,
@@ -239,7 +267,7 @@ def openrlhf_records(settings, tokenizer):
     for s in settings:
         executor = TIRAgentExecutor(lambda tok, s=s: tir_envs.make(
             s.env_id, **{**s.env_kwargs, "tokenizer": tok}))
-        engine = OpenRLHFEngine(ScriptedServer(tokenizer, s.scripts), tokenizer.eos_token_id)
+        engine = OpenRLHFEngine(server_for(tokenizer, s.scripts), tokenizer.eos_token_id)
 
         async def one(label):
             return await executor.execute(
