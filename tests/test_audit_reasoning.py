@@ -1,7 +1,7 @@
 """``tir-envs audit``'s ``reasoning`` probes on every chat env with a thinking family.
 
 An answer or a tool call written only inside the family's reasoning block must not pay: the
-three probes HELD on MathCode (RITE; ToRL and ZeroTIR with ``chat=True``), AutoTIR, Search and SQL, with Qwen3 (real vocabulary) and
+three probes HELD, with DeepSeek R1 (stand-in, always reasoning) too, on MathCode (RITE; ToRL and ZeroTIR with ``chat=True``), AutoTIR, Search and SQL, with Qwen3 (real vocabulary) and
 GLM-4.5 (stand-in) thinking on, observations inside the turn and as tool-role messages.  And
 the probes can fail: with reasoning left visible to the protocol (the blanking switched off),
 the same battery PAYS, so a HELD means something.
@@ -57,17 +57,19 @@ def target(name: str, grader) -> tuple[str, dict, int]:
 
 def run(name: str, role: str | None, family: str, grader):
     env_id, kwargs, tasks = target(name, grader)
-    kwargs = {**kwargs, "tokenizer": f"family:{family}", "renderer": family, "thinking": "on"}
+    kwargs = {**kwargs, "tokenizer": f"family:{family}", "renderer": family}
+    if family != "deepseek-r1":  # R1 always reasons: no switch
+        kwargs["thinking"] = "on"
     if role:
         kwargs["observation_role"] = role
     return audit(env_id, env_kwargs=kwargs, tasks=tasks, probes=REASONING)
 
 
-@pytest.mark.parametrize("family", ["qwen3", "glm-4.5"])
+@pytest.mark.parametrize("family", ["qwen3", "glm-4.5", "deepseek-r1"])
 @pytest.mark.parametrize("name,role", CELLS, ids=[f"{n}-{r or 'turn'}" for n, r in CELLS])
 def test_reasoning_probes_hold_on_every_chat_env(name, role, family, grader):
-    if family == "glm-4.5":
-        pytest.importorskip("renderers", reason="GLM-4.5 renders through the chat extra")
+    if family != "qwen3":
+        pytest.importorskip("renderers", reason=f"{family} renders through the chat extra")
     report = run(name, role, family, grader)
     assert report.verdicts() == {p.name: "HELD" for p in REASONING}, report.to_markdown()
     # the probes really ran: every episode played, none voided by the env

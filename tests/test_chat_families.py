@@ -38,7 +38,8 @@ from tir_envs.envs.sql import SQLEnv  # noqa: E402
 from tir_envs.tools.search import open_retriever  # noqa: E402
 
 FAMILIES = [("chatml", None), ("qwen3", "off"), ("qwen3", "on"), ("llama-3", None),
-            ("mistral", None), ("deepseek-v3", None), ("glm-4.5", "on"), ("glm-4.5", "off")]
+            ("mistral", None), ("deepseek-v3", None), ("deepseek-r1", None), ("glm-4.5", "on"),
+            ("glm-4.5", "off")]
 ENVS = ["rite", "autotir", "search", "sql"]
 SHAPES = ["answer", "calls", "obs_cut", "reason_cut", "malformed"]
 FULL = os.environ.get("TIR_CHAT_MATRIX") == "full"
@@ -54,7 +55,8 @@ def cells():
 # ---------------------------------------------------------------- references
 class RenderersRef:
     CONFIGS = {"qwen3": "Qwen3RendererConfig", "llama-3": "Llama3RendererConfig",
-               "deepseek-v3": "DeepSeekV3RendererConfig", "glm-4.5": "GLM45RendererConfig"}
+               "deepseek-v3": "DeepSeekV3RendererConfig",
+               "deepseek-r1": "DeepSeekR1RendererConfig", "glm-4.5": "GLM45RendererConfig"}
 
     def __init__(self, tok, family, thinking):
         kw = {"thinking_retention": "all"}
@@ -282,7 +284,8 @@ def test_mistral_whole_conversation_matches_mistral_common():
         env.close()
 
 
-@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("glm-4.5", "on")])
+@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("glm-4.5", "on"),
+                                             ("deepseek-r1", None)])
 def test_a_call_inside_reasoning_is_not_run(family, thinking):
     tok = family_tokenizer(family)
     env = MathCodeEnv(protocol="rite", tasks=[MATH], tokenizer=tok, renderer=family,

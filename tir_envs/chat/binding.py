@@ -70,6 +70,11 @@ class ChatBinding:
             return text
         return blank_reasoning(text, r, self._opens)
 
+    @property
+    def opens_reasoning(self) -> bool:
+        """Whether the context ends inside a reasoning block (a prefilled opener)."""
+        return self._opens
+
     def reasoning_left_open(self, text: str) -> bool:
         r = self.renderer.reasoning
         return r is not None and ends_inside(text, r, self._opens)
