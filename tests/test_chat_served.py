@@ -216,3 +216,25 @@ def test_the_cli_flag_reaches_the_run(tmp_path, capsys):
     code = main(["bench", "--suite", "aime24", "--policy", "oracle", "--limit", "1",
                  "--as-served", "--no-progress", "--out", str(tmp_path)])
     assert code != 0 and "raw text" in capsys.readouterr().err
+
+
+def test_deepseek_r1_as_served_strips_earlier_reasoning():
+    """R1's template keeps only the text after ``</think>`` of earlier turns; the ledger (and
+    the prompt the env gives) keeps the reasoning the policy sampled."""
+    tok = family_tokenizer("deepseek-r1")  # a stand-in: V3's specials on the bundled BPE
+    make = lambda: tir_envs.make("tir/MathCode-v0", protocol="rite", tasks=[MATH],  # noqa: E731
+                                 tokenizer=tok, renderer="deepseek-r1")
+    env = make()
+    render = env.unwrapped.protocol.format.renderer.render_calls
+    turns = [render([("python", {"code": "print(6 * 7)"})]).replace("I call python.",
+                                                                      "Multiply six by seven."),
+             render([("answer", {"answer": "\\boxed{42}"})])]
+    env.close()
+    policy = Turns(tok, turns)
+    traj = play(make, policy, MATH)
+    assert traj.correct
+    ledger = tok.decode(traj.prompt_ids + traj.token_ids, skip_special_tokens=False)
+    served = tok.decode(policy.prompts[1], skip_special_tokens=False)
+    assert "Multiply six by seven." in ledger and "Multiply six by seven." not in served
+    assert traj.metadata["served"]["turns"][1]["ledger_only"] >= len(
+        tok.encode("Multiply six by seven.</think>", add_special_tokens=False))
