@@ -3,11 +3,12 @@
 For every cell the env's ledger must equal the reference renderer's own render of the prompt and
 its own bridge after every sampled completion, token for token, and the loss mask must be 1
 exactly on the sampled tokens.  References, built here independently of the env:
-  * ``renderers`` (PyPI) for Qwen3 (thinking on/off), Llama 3, DeepSeek V3, GLM-4.5 (on/off);
+  * ``renderers`` (PyPI) for Qwen3 (thinking on/off), Llama 3, DeepSeek V3 and R1, GLM-4.5
+    (on/off);
   * ``mistral-common``'s own encoder for Mistral (also over whole conversations);
   * ``apply_chat_template`` of the whole conversation for the bundled ChatML (the tool output
     in it encoded on its own, as the ledger contract says).
-Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and GLM-4.5 are stand-ins
+Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and R1, GLM-4.5 are stand-ins
 (``tir_envs.chat.vocab``).  The default run samples the matrix (every family and shape, envs
 rotated); ``TIR_CHAT_MATRIX=full`` runs all of it.
 """
