@@ -52,12 +52,26 @@ def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
             entry["search_index"] = cfg.get("search_index") or SHIPPED_INDEX
         if len(suite.parts) > 1:
             entry["overall"] = score(records, "mixed", k)
+        if cfg.get("as_served"):
+            entry["as_served"] = served_drift(records)
         suites[name] = entry
     return {"config": {k_: v for k_, v in cfg.items() if k_ != "env_kwargs"} |
             {"env_kwargs": cfg.get("env_kwargs", {})},
             "suites": suites,
             "autotir_table": autotir_table(suites, cfg.get("ifeval_metric", "strict")),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def served_drift(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An as-served run's drift (``tir_envs.chat.served``): how many of the prompts the model
+    was given differed from the env's ledger, by how many tokens, per episode and in total."""
+    played = [r for r in records if not r["infra_failed"] and "served_turns" in r]
+    tokens = [r["served_drift_tokens"] for r in played]
+    return {"episodes": len(played), "drifted_episodes": sum(t > 0 for t in tokens),
+            "prompts": sum(r["served_turns"] for r in played),
+            "drifted_prompts": sum(r["served_drifted_turns"] for r in played),
+            "drift_tokens": sum(tokens), "max_episode_drift_tokens": max(tokens, default=0),
+            "mean_episode_drift_tokens": sum(tokens) / len(tokens) if tokens else None}
 
 
 def autotir_table(suites: dict[str, Any], ifeval_metric: str = "strict") -> dict[str, Any]:
@@ -120,7 +134,9 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              f"{cfg['max_tokens'] or 'env budget'} · tools "
              f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
-             + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
+             + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else "")
+             + (" · **as served** (history re-rendered by the chat template)"
+                if cfg.get("as_served") else ""),
              *([f"Preset `{cfg['preset']}`: {_preset_line(cfg)}."] if cfg.get("preset") else []),
              f"Sampling: {cfg.get('sampling_note') or 'as given'}."
              + (f" Each seed is a replicate of the k samples with its own seeds; the tables "
@@ -153,6 +169,8 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
             lines += [f"Search index: {index_line(entry['search_index'])}.", ""]
         for part, s in entry["parts"].items():
             lines += _part_section(part, s, k, len(entry["parts"]) > 1)
+        if "as_served" in entry:
+            lines += _served_section(entry["as_served"])
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if plot_note:
@@ -176,6 +194,18 @@ def index_line(index: dict[str, Any]) -> str:
         return f"{index.get('shipped') or index.get('object')} ({said})" if said else \
             str(index.get("shipped") or index.get("object"))
     return f"`{where}`" + (f" ({said})" if said else "")
+
+
+def _served_section(d: dict[str, Any]) -> list[str]:
+    return ["### As served: drift from the ledger", "",
+            "Each prompt was the conversation re-rendered by the family's chat template (as a "
+            "server renders it), not the env's ledger; a drifted prompt differs from the "
+            "ledger in at least one token (docs/chat_models.md).", "",
+            "| episodes | drifted episodes | prompts | drifted prompts | drift tokens (total) "
+            "| per episode (mean) | per episode (max) |", "|---|---|---|---|---|---|---|",
+            f"| {d['episodes']} | {d['drifted_episodes']} | {d['prompts']} | "
+            f"{d['drifted_prompts']} | {d['drift_tokens']} | "
+            f"{_num(d['mean_episode_drift_tokens'], 1)} | {d['max_episode_drift_tokens']} |", ""]
 
 
 def _policy_note(cfg: dict[str, Any], suites: dict[str, Any]) -> list[str]:
