@@ -5,12 +5,16 @@ template itself is reused (no session start per call)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+
 import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
                                    call, marker, wait_gone)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool, syscall_filter
+from tir_envs.tools.python.limits import Limits
 
 LEAVE = """
 import os, sys, math, json, ctypes
@@ -183,3 +187,90 @@ def test_a_call_sees_no_trace_of_the_templates_own_warm_up(backend):
         assert "ZeroDivisionError" in r.text and "ValueError" not in r.text, r.text
         seen.add(r.text.split("(0, 0.0) ")[1].split()[0])
     assert len(seen) == 4, seen
+
+
+MARK_NOFILE = 173  # a limit no other test sets: it finds this test's template among the host's
+
+
+def _limit(pid: int, name: str) -> list[str]:
+    """(soft, hard) of the limit ``name`` (``Max <name>``) in ``/proc/<pid>/limits``."""
+    with open(f"/proc/{pid}/limits") as f:
+        row = next(line for line in f if line.startswith(f"Max {name} "))
+    return row[len(f"Max {name} "):].split()[:2]
+
+
+def _marked_processes(root: int) -> list[int]:
+    """Processes below ``root`` (a fork server) that have ``MARK_NOFILE`` as their limit."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and _limit(int(name), "open files") == [str(MARK_NOFILE)] * 2:
+                pid = int(name)
+                while pid > 1 and pid != root:
+                    pid = int(_stat(pid)[1])
+                if pid == root:
+                    found.append(int(name))
+        except (OSError, StopIteration):
+            continue
+    return found
+
+
+def _stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _cpu_s(pid: int) -> float:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _calls_until(tool: PythonTool, template: int, cpu_s: float) -> tuple[dict, int]:
+    """One-shot calls until ``template`` has used ``cpu_s`` of its own CPU (or is gone):
+    (their outcomes by status and text, how many)."""
+    seen: dict = {}
+    for n in range(1, 50_001):
+        r = await tool.call({"code": "print(6 * 7)"})
+        key = (str(r.status), r.text[:200])
+        seen[key] = seen.get(key, 0) + 1
+        try:
+            if _cpu_s(template) > cpu_s:
+                break
+        except OSError:
+            break
+    return seen, n
+
+
+@pytest.mark.parametrize("mode", (*NAMESPACE_MODES, "rlimits"))
+def test_the_cpu_limit_binds_each_cell_never_its_template(mode):
+    """``RLIMIT_CPU`` counts a process's own CPU over its life, and a stateless template's
+    grows with every call it serves (~2 ms a call), whoever's call it is.  With the limit on
+    the template, the kernel killed it once that reached ``cpu_s`` + 1 s, in the middle of
+    some innocent call (at the default 300 s after ~150,000 calls): here, with ``cpu_s=1``,
+    after 1,444-1,921 calls the call of ``print(6 * 7)`` came back ``killed`` by SIGKILL,
+    charged to the model.  The limit binds each cell (from 0, its own CPU) instead: the
+    template serves calls well past twice the hard limit of its own CPU, while a cell that
+    spins still hits it.  Neither the keeper nor the fork server gets a CPU limit either."""
+    backend_or_skip(mode)
+    own = LocalBackend(isolation=mode, spares=1, fork_servers=1)
+    try:
+        tool = PythonTool(backend=own, stateful=False, timeout_s=120,
+                          limits=Limits(cpu_s=1, nofile=MARK_NOFILE))
+        r = call(tool, "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))")
+        assert r.status == ToolStatus.OK and r.text == "(1, 2)", r.text
+        (root,) = [s["pid"] for s in own.pool.info()["fork_servers"]]
+        (template,) = _marked_processes(root)
+        spawned = own.pool.info()["counters"].get("spawned", 0)
+        seen, n = asyncio.run(_calls_until(tool, template, 4.0))
+        assert seen == {("ok", "42"): n}, seen
+        assert _cpu_s(template) > 4.0 and own.pool.info()["counters"].get("spawned", 0) == spawned
+        r = call(tool, "while True:\n    pass")
+        assert r.status == ToolStatus.KILLED and "CPULimitExceeded" in r.text, r.text
+        assert call(tool, "print(6 * 7)").text == "42"
+        assert _marked_processes(root) == [template]
+        keeper = int(_stat(template)[1])
+        server = int(_stat(keeper)[1])
+        ours = _limit(os.getpid(), "cpu time")  # what every process here inherits
+        assert [_limit(p, "cpu time") for p in (template, keeper, server)] == [ours] * 3
+    finally:
+        own.shutdown()

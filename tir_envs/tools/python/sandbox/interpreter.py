@@ -99,6 +99,7 @@ class Interpreter:
         self.running = False
         self.interrupted = False
         self.child = 0           # the forked child running a stateless cell, if any
+        self.cell_cpu: tuple[int, int] | None = None  # RLIMIT_CPU each stateless cell sets
         self.stdout = capture.CappedText(limit, 1)
         self.stderr = capture.CappedText(limit, 2)
 
@@ -246,12 +247,20 @@ def _setup(sock, req: dict, context: dict, interp: Interpreter) -> bool:
     """The session's one-time setup, before any code of the model: apply its limits and lock
     it down, then acknowledge.  Returns whether every cell forks a fresh interpreter.
 
+    A stateless template takes every limit but the CPU one: ``RLIMIT_CPU`` counts a process's
+    own CPU over its life, and a template's grows with every call it serves (its forks,
+    waits and reads, ~2 ms a call), whoever's call it is; with the limit it would be killed
+    in the middle of some later call.  Each cell sets the limit itself (``_child_cell``),
+    starting from 0 as every forked process does.
+
     The host sends no code before it has read this acknowledgement, so the only frames it
     ever takes as a setup outcome are written here, by the sandbox alone."""
     fresh = bool(req.get("fresh"))
+    limits = dict(req.get("limits") or {})
     try:
-        jail.apply_limits(req.get("limits") or {}, context.get("base_vm", 0),
-                          context.get("shared_nproc", False))
+        if fresh and limits.get("cpu_s"):
+            interp.cell_cpu = jail.cpu_limit(limits.pop("cpu_s"))
+        jail.apply_limits(limits, context.get("base_vm", 0), context.get("shared_nproc", False))
         info = context["prepare"](fresh)
     except (OSError, ValueError) as e:
         protocol.send(sock, {"op": protocol.Op.SETUP_ERROR, "error": str(e)})
@@ -334,9 +343,12 @@ def fresh_cell(interp: Interpreter, code: str, limit: int, nonce: int, context: 
 
 
 def _child_cell(interp, code: str, limit: int, nonce: int, out: int, context: dict) -> None:
-    """The forked child: lock itself down, run the cell, leave its frame in ``out``."""
+    """The forked child: its CPU limit (see ``_setup``), its lock-down, then the cell; it
+    leaves its frame in ``out``."""
     try:
         os.close(3)  # the host's socket stays with the template
+        if interp.cell_cpu:
+            resource.setrlimit(resource.RLIMIT_CPU, interp.cell_cpu)
         context["lock_down"]()
         data = protocol.encode_result(nonce, interp.run(code, limit, new_fds=True))
         view = memoryview(data)

@@ -11,7 +11,8 @@ Thin ``ctypes`` wrappers over ``unshare(2)``, ``mount(2)``, ``pivot_root(2)``, `
   a size-limited private ``/tmp`` (the working directory), ``/dev/shm`` and a private devpts.
 * ``drop_capabilities``: no capabilities left, none regainable (bounding set emptied, no new
   privileges, no further user namespaces).
-* ``apply_limits``: the per-session resource limits.
+* ``apply_limits``: the per-session resource limits (``cpu_limit``: the CPU one, also set
+  by each stateless cell).
 * ``load_seccomp``: install the BPF syscall filter the host built (``syscall_filter.py``).
 * ``join_fresh_keyring``: a new, empty session keyring (never the host's).
 """
@@ -507,12 +508,24 @@ def _set(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
+def cpu_limit(cpu_s: int) -> tuple[int, int]:
+    """``RLIMIT_CPU`` (soft, hard) for ``cpu_s``: the soft limit raises ``CPULimitExceeded``
+    in Python code, the hard one, a second later, kills; both within this process's own hard
+    limit (a process may lower it, never raise it)."""
+    soft, hard = int(cpu_s), int(cpu_s) + 1
+    ceiling = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if ceiling != resource.RLIM_INFINITY:
+        soft, hard = min(soft, ceiling), min(hard, ceiling)
+    return soft, hard
+
+
 def apply_limits(limits: dict, base_vm: int, shared_nproc: bool) -> None:
     """Set this process's resource limits (inherited by everything it starts).
 
     ``memory_mb`` adds to the address space already mapped (the pre-imported libraries), so the
-    figure is what the code itself may allocate.  ``cpu_s`` gets a soft limit one second before
-    the hard one: the soft limit raises ``CPULimitExceeded`` in Python code, the hard one kills.
+    figure is what the code itself may allocate.  ``cpu_s``: see ``cpu_limit`` (a stateless
+    template leaves it out: ``RLIMIT_CPU`` counts a process's own CPU over its life, so each
+    of its cells sets it after the fork instead, see ``interpreter.fresh_cell``).
     With ``shared_nproc`` (no user namespace) the process limit counts every task of the uid,
     so the allowance is added to what that uid already runs.
     """
@@ -520,8 +533,7 @@ def apply_limits(limits: dict, base_vm: int, shared_nproc: bool) -> None:
     if limits.get("memory_mb"):
         _set(resource.RLIMIT_AS, base_vm + int(limits["memory_mb"]) * mb)
     if limits.get("cpu_s"):
-        hard = int(limits["cpu_s"]) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (hard - 1, hard))
+        resource.setrlimit(resource.RLIMIT_CPU, cpu_limit(limits["cpu_s"]))
     if limits.get("nproc"):
         n = int(limits["nproc"])
         if shared_nproc:
