@@ -14,8 +14,10 @@ class Limits:
     * ``timeout_s``: wall-clock seconds per call; then the cell is interrupted, and killed
       (losing the session's variables) if it does not stop within the grace period.
     * ``memory_mb``: address space the code may add to the pre-imported interpreter.
-    * ``cpu_s``: CPU seconds per process over the session's life (a runaway background
-      process is killed by it; the main interpreter raises ``CPULimitExceeded`` first).
+    * ``cpu_s``: CPU seconds per process (a runaway background process is killed by it; the
+      main interpreter raises ``CPULimitExceeded`` first): over a stateful session's life,
+      per call for a stateless one (each cell from 0; its template has none, see
+      ``sandbox/interpreter._setup``).
     * ``nproc``: processes and threads the session may run at once (fork bombs).
     * ``nofile``: open file descriptors per process.
     * ``fsize_mb``: largest file the code may write (also bounds fd-level output).
