@@ -37,12 +37,12 @@ from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.status import TurnStatus
+from tir_envs.status import Status
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.validation import check_positive_int
 
@@ -457,7 +457,7 @@ class TIREnv(gym.Env):
                       cut: int) -> list[ToolCall]:
         """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
         if final or not calls:
-            turn.status = TurnStatus.NO_CALL
+            turn.status = Status.NO_CALL
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
@@ -482,15 +482,15 @@ class TIREnv(gym.Env):
     async def _call_one(self, call: ToolCall) -> tuple[ToolResult, dict[str, Any]]:
         """Run one call; return its result and the host's record of it for the ledger."""
         if call.error:
-            return ToolResult(f"Error: {call.error}", ToolStatus.ERROR), {"parse_error": True}
+            return ToolResult(f"Error: {call.error}", Status.ERROR), {"parse_error": True}
         tool = self.tools.get(call.name or "")
         if tool is None:
             return (ToolResult(f"Error: unknown tool {call.name!r}; available tools: "
-                               f"{', '.join(sorted(self.tools))}", ToolStatus.ERROR),
+                               f"{', '.join(sorted(self.tools))}", Status.ERROR),
                     {"unknown_tool": True})
         used = self.state.calls_used.get(tool.name, 0)
         if self.state.calls_left(tool.name) == 0:
-            return ToolResult(self.exhausted_notice, ToolStatus.ERROR), {"exhausted": True}
+            return ToolResult(self.exhausted_notice, Status.ERROR), {"exhausted": True}
         self.state.calls_used[tool.name] = used + 1
         start = time.perf_counter()
         try:
@@ -513,8 +513,8 @@ class TIREnv(gym.Env):
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = TurnStatus.of(r.status for r in results)
-            traj.infra_failed |= turn.status is TurnStatus.INFRA_ERROR
+            turn.status = Status.of(r.status for r in results)
+            traj.infra_failed |= turn.status is Status.INFRA_ERROR
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)

@@ -268,12 +268,12 @@ for _name, _form in _HEDGE_FORMS.items():
 def status_text() -> str:
     """Every word the env itself uses for a status or a verdict, and the sentence it writes
     for an infrastructure failure: what a reward that reads tool text would believe."""
-    from tir_envs.tools.base import ToolResult, ToolStatus
+    from tir_envs.tools.base import ToolResult, Status
     from tir_envs.trajectory import FAILURE_STOP_REASONS
 
     stops = dict.fromkeys(["answered", "no_answer", "max_turns", "max_tokens",
                            *FAILURE_STOP_REASONS, *FAILURE_STOP_REASONS.values()])
-    lines = [f"status: {s.value}" for s in ToolStatus] + [f"stop_reason: {r}" for r in stops]
+    lines = [f"status: {s.value}" for s in Status] + [f"stop_reason: {r}" for r in stops]
     lines += [ToolResult.infra("the Python sandbox is unavailable (the sandbox failed: "
                                "the fork server exited)").text,
               "infra_failed: true", "sandbox failed", "killed", "timeout"]
