@@ -20,10 +20,19 @@ from typing import Sequence
 
 #: C0/C1 controls except newline and tab; bidi marks, embeddings, overrides and isolates; the
 #: line and paragraph separators; zero-width and invisible-operator characters; soft hyphen;
-#: the BOM; interlinear annotation controls; tag characters (invisible ASCII look-alikes).
+#: the BOM; interlinear annotation controls; tag characters (invisible ASCII look-alikes);
+#: every other format character (Arabic and Syriac marks, Egyptian, shorthand and musical
+#: format controls); variation selectors (invisible, and able to carry bytes: "emoji
+#: smuggling"); fillers; and surrogates (a lone one, e.g. ``"\\ud800"`` sent through a tool
+#: call's JSON and echoed, is no valid text: a tokenizer refuses it).  Together: every code
+#: point of the categories Cc, Cf, Zl, Zp and Cs (``tests/test_redteam_round4.py`` checks
+#: that against the running Python's Unicode tables) and the invisible ones beside them.
 _INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def _escape(match: re.Match) -> str:
