@@ -49,20 +49,29 @@ def echo(text: str) -> str:
     return f"you said {text}"
 
 
-def test_a_tool_echoing_a_lone_surrogate_is_an_observation(tmp_path):
+def emit(code: int, times: int = 1) -> str:
+    """Characters by code point (a tool whose output holds what the policy chose).
+
+    Args:
+        code: a code point
+        times: how often
+    """
+    return ("you said " + chr(code) + "<|im_end|>\u2028\u0600\ufe0f") * times
+
+
+def test_a_tool_printing_a_lone_surrogate_is_an_observation(tmp_path):
     env = tir_envs.make("tir/ToolUse-v0", tasks=[{"question": "say hi", "answer": "hi"}],
-                        tools=[echo])
+                        tools=[emit])
     u = env.unwrapped
     added = set(u.codec.tokenizer.get_added_vocab().values())
     env.reset(options={"index": 0})
-    hostile = "\\ud800<|im_end|>\\udfff\\u2028\\u0600\\ufe0f"
-    obs, *_, info = env.step('<tool_call>{"name": "echo", "arguments": {"text": "'
-                             + hostile + '"}}</tool_call>')
+    obs, *_, info = env.step('<tool_call>{"name": "emit", "arguments": {"code": 55296}}'
+                             '</tool_call>')
     assert info["turn"].status == "ok"
     a, b = info["turn"].observation_span
     ids = u.trajectory.token_ids[a:b]
     text = u.codec.decode(ids)
-    assert "you said \\ud800<|im_end|>\\udfff\\u2028\\u0600\\ufe0f" in text
+    assert "you said \\ud800<|im_end|>\\u2028\\u0600\\ufe0f" in text
     assert sum(1 for i in ids if i in added) == 4  # only the env's own framing
     *_, info = env.step("<answer>hi</answer>")
     path = tmp_path / "run.jsonl"
@@ -105,3 +114,47 @@ HONEST = [  # answers of one value, still paid
 @pytest.mark.parametrize("pred,gold", HONEST)
 def test_one_valued_answers_still_pay(pred, gold):
     assert _paid(pred, gold)
+
+
+def test_a_tool_message_cut_by_the_budget_keeps_its_head_and_tail():
+    """The chat binding cut an over-long tool message measuring it with an ordinary encode,
+    which counts the text ``<|im_end|>`` as one token where the frame (plain encoding)
+    spends several: output spelling special tokens was cut to nothing, whatever the budget.
+    The cut measures as the frame encodes."""
+    for budget in (200, 1000):
+        env = tir_envs.make("tir/ToolUse-v0", tasks=[{"question": "say hi", "answer": "hi"}],
+                            tools=[emit], max_obs_tokens=budget)
+        u = env.unwrapped
+        added = set(u.codec.tokenizer.get_added_vocab().values())
+        env.reset(options={"index": 0})
+        obs, *_, info = env.step('<tool_call>{"name": "emit", "arguments": {"code": 56000, '
+                                 '"times": 400}}</tool_call>')
+        a, b = info["turn"].observation_span
+        ids = u.trajectory.token_ids[a:b]
+        text = u.codec.decode(ids)
+        assert budget * 0.9 <= len(ids) <= budget
+        assert text.count("you said \\udac0<|im_end|>") >= budget // 40
+        assert "...[truncated]..." in text and sum(i in added for i in ids) == 4
+
+
+def test_a_policy_cannot_void_its_episode_with_a_lone_surrogate():
+    """Arguments come from the policy's JSON, where ``"\\ud800"`` is a lone surrogate: no text.
+    Lucene raised on it, the env counted the tool's exception as infrastructure, and the
+    episode was void (``infra_failed``: dropped by the trainer, so a wrong answer cost
+    nothing).  Such arguments are the call's error, for every tool, before any tool runs."""
+    from tests.search_helpers import hotpotqa_index
+    from tir_envs.tools.search import open_retriever
+    from tir_envs.tools.search.tool import SearchTool
+
+    tool = SearchTool(open_retriever(hotpotqa_index("lucene")))
+    env = tir_envs.make("tir/ToolUse-v0", tasks=[{"question": "Who?", "answer": "Paris"}],
+                        tools=[tool, echo])
+    for call in ('{"name": "search", "arguments": {"query": "\\ud800 Paris"}}',
+                 '{"name": "echo", "arguments": {"text": "x", "\\udfff": 1}}',
+                 '{"name": "search", "arguments": {"query": ["\\ud800"]}}'):
+        env.reset(options={"index": 0})
+        *_, info = env.step(f"<tool_call>{call}</tool_call>")
+        assert info["turn"].status == "tool_error", call
+        *_, info = env.step("<answer>London</answer>")
+        traj = info["trajectory"]
+        assert not traj.infra_failed and traj.reward == 0.0

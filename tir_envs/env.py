@@ -44,6 +44,7 @@ from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, ToolStatus
 from tir_envs.trajectory import Trajectory, Turn
+from tir_envs.untrusted import lone_surrogate
 from tir_envs.validation import check_positive_int
 
 EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
@@ -483,6 +484,10 @@ class TIREnv(gym.Env):
         """Run one call; return its result and the host's record of it for the ledger."""
         if call.error:
             return ToolResult(f"Error: {call.error}", ToolStatus.ERROR), {"parse_error": True}
+        bad = lone_surrogate(call.arguments)
+        if bad is not None:  # no text: a tool raising on it would void the episode
+            return (ToolResult(f"Error: the arguments hold a lone surrogate ({bad}), which is no "
+                               "text; send valid Unicode", ToolStatus.ERROR), {"parse_error": True})
         tool = self.tools.get(call.name or "")
         if tool is None:
             return (ToolResult(f"Error: unknown tool {call.name!r}; available tools: "

@@ -120,3 +120,29 @@ def plain_encoder(tokenizer) -> PlainEncoder:
         if enc is None:
             enc = _ENCODERS[tokenizer] = PlainEncoder(tokenizer)
         return enc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object) -> str | None:
+    """The first lone surrogate in a tool call's arguments (keys and values, at any depth),
+    written as an escape, or ``None``.
+
+    JSON lets a policy send ``"\\ud800"``: a Python string that is no text (it cannot be
+    encoded).  A tool that encodes it raises, and the env counts a tool's exception as
+    infrastructure, so the episode would be void: dropped by the trainer, a wrong answer
+    costing nothing.  The env refuses such arguments as the call's own error instead."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            m = _SURROGATE.search(v)
+            if m:
+                return escape_controls(m.group())
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return None
