@@ -93,7 +93,8 @@ HEDGES = [  # (answer, gold it was paid against before the fix)
     (r"\hat 41 42", "42"), (r"\bar 41 42", "42"), (r"41 \text{ cm } 42 \text{ cm}", "41"),
     (r"41 \bmod 42", "42"), (r"42 \bmod 41", "41"),
     (r"\sqrt{1681} = 42", "42"), (r"42 = 40+1", "41"), (r"40+1 = 42", "42"),
-    (r"x=41 \quad x=42", "42"),
+    (r"x=41 \quad x=42", "42"), (r"41 \mod 42", "42"), (r"41 \text{ mod } 42", "42"),
+    (r"41 \, \text{m} \; 42", "42"), (r"\vec 41 \; 42", "42"), (r"41 \cdots 42", "42"),
 ]
 
 
@@ -105,7 +106,7 @@ def test_visible_wrong_candidates_are_refused(pred, gold):
 HONEST = [  # answers of one value, still paid
     ("42", "42"), (r"x = 42", "42"), (r"f(41) = 42", "42"), (r"2 \cdot 21 = 42", "42"),
     (r"42 \text{ cm}", "42"), (r"\frac{84}{2}", "42"), (r"a_1 = \frac{1}{2}", r"\frac{1}{2}"),
-    (r"y = x^2 + 1", "x^2+1"), (r"AB = 5", "5"), (r"\angle ABC = 30^\circ", "30"),
+    (r"y = x^2 + 1", "x^2+1"), (r"x^2 = 42", "42"), (r"58\,500", "58500"),
     (r"1, 2, \ldots, 10", r"1, 2, \ldots, 10"), (r"\|v\| = 5", "5"),
     (r"P(A) = \frac{1}{4} = 0.25", r"\frac{1}{4}"),
 ]
