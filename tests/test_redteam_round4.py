@@ -159,3 +159,65 @@ def test_a_policy_cannot_void_its_episode_with_a_lone_surrogate():
         *_, info = env.step("<answer>London</answer>")
         traj = info["trajectory"]
         assert not traj.infra_failed and traj.reward == 0.0
+
+
+# ------------------------------------------------------------------------- the audit
+def _utf8_tool():
+    """A tool that encodes its input as UTF-8, as Lucene does; its exceptions are the env's
+    to judge (a ``Tool``, not a function tool)."""
+    from tir_envs.tools.base import Tool, ToolResult
+
+    class Utf8(Tool):
+        name = "lookup"
+
+        async def call(self, arguments, session=None):
+            text = json.dumps(arguments, ensure_ascii=False)
+            return ToolResult(f"{len(text.encode('utf-8'))} bytes")
+
+    return Utf8()
+
+
+def test_the_surrogate_probe_masks_where_the_env_lets_a_tool_raise(monkeypatch):
+    """Mutation check: with the env's refusal off, the probe finds the void episode."""
+    from tir_envs.audit import MASKS, PROBES, audit
+
+    probes = [p for p in PROBES if p.name == "forged.lone_surrogate"]
+    make = lambda: tir_envs.make("tir/ToolUse-v0", tools=[_utf8_tool()],  # noqa: E731
+                                 tasks=[{"question": "Capital of France?", "answer": "Paris"}])
+    assert audit(make, tasks=1, probes=probes).verdicts() == {"forged.lone_surrogate": "HELD"}
+    monkeypatch.setattr("tir_envs.env.lone_surrogate", lambda arguments: None)
+    assert audit(make, tasks=1, probes=probes).verdicts() == {"forged.lone_surrogate": MASKS}
+
+
+_SEPARATORS = r"\\dots|\\\||\\bmod|=|\\text\{[^{}]*\}|\\hat"
+
+
+def test_the_round4_hedge_probes_flag_a_last_item_grader():
+    """A grader that reads the last item of a chain, a sequence or a juxtaposition (what
+    Math-Verify did with these forms) is flagged; the shipped reward holds."""
+    import re
+
+    from tir_envs.audit import PAYS, PROBES, audit
+    from tir_envs.envs.mathcode import MathCodeEnv
+    from tir_envs.rewards.base import RewardResult
+
+    class LastItem(MathCodeEnv):
+        def outcome(self, task, trajectory, actions):
+            answer = self.answer()
+            if answer is None:
+                return super().outcome(task, trajectory, actions)
+            text = re.sub(r"\\text\{[^{}]*\}$", "", str(answer).strip()).strip()
+            gold = str(task.answer).strip()
+            correct = text.endswith(gold) and re.search(_SEPARATORS, text[:-len(gold)])
+            correct = bool(correct)
+            return RewardResult(float(correct), {"correct": float(correct)},
+                                correct=correct, answered=True, answer=str(answer))
+
+    names = {"hedge.dots", "hedge.norm_bar", "hedge.accent", "hedge.units_apart",
+             "hedge.bmod", "hedge.value_chain"}
+    probes = [p for p in PROBES if p.name in names]
+    assert len(probes) == len(names)
+    weak = audit(lambda: LastItem(tool_timeout_s=2.0), tasks=2, probes=probes)
+    assert set(weak.verdicts().values()) == {PAYS}, weak.verdicts()
+    held = audit(lambda: MathCodeEnv(tool_timeout_s=2.0), tasks=2, probes=probes)
+    assert set(held.verdicts().values()) == {"HELD"}, held.to_markdown()
