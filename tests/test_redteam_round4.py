@@ -221,3 +221,24 @@ def test_the_round4_hedge_probes_flag_a_last_item_grader():
     assert set(weak.verdicts().values()) == {PAYS}, weak.verdicts()
     held = audit(lambda: MathCodeEnv(tool_timeout_s=2.0), tasks=2, probes=probes)
     assert set(held.verdicts().values()) == {"HELD"}, held.to_markdown()
+
+
+# ----------------------------------------------------------- what the policy's JSON may be
+@pytest.mark.parametrize("arguments", [
+    '{"text": ' + "[" * 1500 + "]" * 1500 + "}",          # RecursionError in json
+    '{"text": ' + "[" * 200 + "]" * 200 + "}",            # parses; too deep to carry on
+    '{"text": ' + "9" * 5000 + "}",                       # ValueError: int digits limit
+    '"{\\"text\\": ' + "[" * 1500 + "]" * 1500 + '}"',    # arguments as a JSON string
+])
+def test_hostile_json_in_a_call_is_the_calls_error(arguments, tmp_path):
+    """A botched call is an observation: nesting past Python's recursion limit and integers
+    past its digit limit raised out of ``step`` (the episode lost, as the env's fault)."""
+    env = tir_envs.make("tir/ToolUse-v0", tasks=[{"question": "say hi", "answer": "hi"}],
+                        tools=[echo])
+    env.reset(options={"index": 0})
+    *_, info = env.step(f'<tool_call>{{"name": "echo", "arguments": {arguments}}}</tool_call>')
+    assert info["turn"].status == "tool_error"
+    assert "JSON" in info["turn"].tool_calls[0]["error"]
+    *_, info = env.step("<answer>hi</answer>")
+    assert info["trajectory"].reward == 1.0 and not info["trajectory"].infra_failed
+    assert write_jsonl([info["trajectory"]], tmp_path / "t.jsonl") == 1

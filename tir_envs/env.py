@@ -448,11 +448,21 @@ class TIREnv(gym.Env):
                               f"{cut} tokens dropped")
         if self.chat is not None:  # nothing written inside a reasoning block is read
             text = self.chat.visible(text)
-        calls = self.protocol.parse(text, state) if self.use_tools else []
+        calls = self._parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
         return _Action(turn, self._calls_to_run(turn, calls, final, cut), final, cut)
+
+    def _parse(self, text: str, state: EpisodeState) -> list[ToolCall]:
+        """The action's calls.  A parser that raises on what the policy wrote (a family's own
+        JSON reader on nesting past the recursion limit) gives one call with that error: a
+        botched call is an observation, never an exception out of ``step``."""
+        try:
+            return self.protocol.parse(text, state)
+        except (RecursionError, ValueError) as exc:
+            return [ToolCall(None, {}, text, 0, len(text), f"the tool call could not be read "
+                             f"({type(exc).__name__}: {str(exc)[:200]})")]
 
     def _calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
                       cut: int) -> list[ToolCall]:
