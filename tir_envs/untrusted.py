@@ -60,6 +60,7 @@ class PlainEncoder:
         self.added_ids = frozenset(_added_vocab(tokenizer).values())
         self._contents = {i: t for t, i in _added_vocab(tokenizer).items()}
         self._plain = _without_added_tokens(tokenizer)
+        self._split_option = True  # off for a backend without ``split_special_tokens``
 
     def encode(self, text: str) -> list[int]:
         ids = self._encode(text)
@@ -83,8 +84,15 @@ class PlainEncoder:
     def _encode(self, text: str) -> list[int]:
         if self._plain is not None:
             return self._plain.encode(text, add_special_tokens=False).ids
-        return list(self.tokenizer.encode(text, add_special_tokens=False,
-                                          split_special_tokens=True))
+        if self._split_option:
+            try:
+                return list(self.tokenizer.encode(text, add_special_tokens=False,
+                                                  split_special_tokens=True))
+            except ValueError:  # MistralCommonBackend: "does not support split_special_tokens"
+                self._split_option = False
+        # Such a backend (mistral-common) reads text as text; ``encode`` still checks that no
+        # added id came out, and splits any that did one character at a time.
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
 
 
 def _added_vocab(tokenizer) -> dict[str, int]:
