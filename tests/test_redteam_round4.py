@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import unicodedata
 
@@ -242,3 +243,40 @@ def test_hostile_json_in_a_call_is_the_calls_error(arguments, tmp_path):
     *_, info = env.step("<answer>hi</answer>")
     assert info["trajectory"].reward == 1.0 and not info["trajectory"].infra_failed
     assert write_jsonl([info["trajectory"]], tmp_path / "t.jsonl") == 1
+
+
+# ------------------------------------------------------------- reward time the policy sets
+class _Spy:
+    """A separator that records the longest whitespace run of the texts it splits."""
+
+    def __init__(self, pattern, seen):
+        self.pattern, self.seen = pattern, seen
+
+    def search(self, text):
+        return self.pattern.search(text)
+
+    def split(self, text):
+        runs = [len(m.group()) for m in re.finditer(r"\s+", text)]
+        self.seen.append(max(runs, default=0))
+        return self.pattern.split(text)
+
+
+@pytest.mark.parametrize("run", [" " * 8000, "\u00a0" * 8000, " \u00a0" * 4000, " \n" * 3000])
+def test_qa_separators_never_see_a_long_whitespace_run(run, monkeypatch):
+    """The separators' ``\\s+`` restart at every character of a whitespace run: an answer of
+    8,000 spaces (64 Qwen tokens) cost 7 s of reward time, 16,000 spaces four times that.
+    Runs reach them at most two characters long, keeping what tells candidates apart."""
+    from tir_envs.rewards import qa
+
+    seen: list[int] = []
+    monkeypatch.setattr(qa, "_SEPARATORS", {k: _Spy(v, seen) for k, v in
+                                            qa._SEPARATORS.items()})
+    golds = ["Paris", "Paris\u00a0London"]
+    for text in (f"London{run}Paris", f"{run}x", f"Paris{run}"):
+        qa.exact_match(text, golds, "Paris or London?")
+        qa.f1(text, golds)
+    assert seen and max(seen) <= 2
+    short = run[:2] if "\n" not in run else " \n"
+    def read(text):
+        return [qa.normalize_answer(c) for c in qa.candidates(text, golds)]
+    assert read(f"London{run}Paris") == read(f"London{short}Paris")
