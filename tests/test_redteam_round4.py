@@ -280,3 +280,34 @@ def test_qa_separators_never_see_a_long_whitespace_run(run, monkeypatch):
     def read(text):
         return [qa.normalize_answer(c) for c in qa.candidates(text, golds)]
     assert read(f"London{run}Paris") == read(f"London{short}Paris")
+
+
+@pytest.mark.parametrize("tag", ["tool_call", "python", "answer", "think", "search"])
+def test_tagged_spans_match_the_lazy_pattern_and_scan_once(tag):
+    """``TaggedPattern`` gives exactly the lazy pattern's matches, and searches for a closing
+    tag at most once per opening that has none (the lazy pattern scanned to the end from
+    every one: 8,000 ``<tool_call>`` tokens cost 5 s in ``step``)."""
+    from tir_envs.formats.tagged import TaggedPattern
+
+    lazy = re.compile(rf"<({tag}|other)>(.*?)</\1>", re.DOTALL)
+    fast = TaggedPattern(lazy, [tag, "other"])
+    o, c = f"<{tag}>", f"</{tag}>"
+    texts = [f"{o}a{c}{o}b{c}", f"{o}{o}x{c}y{c}", f"x{o}a</other>{c}", f"{o}" * 50,
+             f"<other>{o}a</other>{c}", f"{o}a{c}" + f"{o}" * 30 + "</other>", "", "no tags",
+             f"{o}\n{o}\n{c}\n{c}\n{o}", f"<{tag}>>{c}", f"<<{tag}>a{c}"]
+    for text in texts:
+        got = [(m.span(), m.groups()) for m in fast.finditer(text)]
+        assert got == [(m.span(), m.groups()) for m in lazy.finditer(text)], text
+        assert fast.findall(text) == lazy.findall(text)
+        assert fast.sub("", text) == lazy.sub("", text)
+
+    class Counting(str):
+        finds = 0
+
+        def find(self, *args):
+            Counting.finds += 1
+            return str.find(self, *args)
+
+    flood = Counting(o * 8000 + "<other>x</other>")
+    assert [m.group(2) for m in fast.finditer(flood)] == ["x"]
+    assert Counting.finds <= 3

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.formats.tagged import TaggedPattern
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CALL = TaggedPattern(r"<tool_call>(.*?)</tool_call>", ["tool_call"])
 #: how deep a call's JSON may nest.  Python's parser raises ``RecursionError`` near 1,000
 #: levels, and every later copy or dump of a value nearly that deep may too: deeper is the
 #: call's error, like broken JSON.

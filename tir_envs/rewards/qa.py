@@ -38,6 +38,7 @@ import unicodedata
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from tir_envs.formats.tagged import TaggedPattern
 from tir_envs.rewards.base import Reward, RewardResult
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = frozenset(string.punctuation)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_ANSWER = TaggedPattern(r"<answer>(.*?)</answer>", ["answer"])
 _SPECIAL = ("yes", "no", "noanswer")
 METRICS = ("em", "f1")
 
