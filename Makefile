@@ -58,14 +58,14 @@ $(VERL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(VERL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl]"
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl,mistral]"
 	touch $@
 
 $(TRL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(TRL_VENV)
 	$(TRL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl]"
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl,mistral]"
 	touch $@
 
 # Everything `make test` samples or leaves out, whole: the full chat conformance matrix and the

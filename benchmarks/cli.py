@@ -89,6 +89,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the episodes on a Ray cluster's workers (ADDRESS: auto, "
                         "ray://host:10001; none: a local instance); the run folder stays here")
+    p.add_argument("--as-served", action="store_true",
+                   help="chat envs: give the model each turn's conversation re-rendered by its "
+                        "family's chat template, as a server would (earlier reasoning dropped "
+                        "where the template drops it), and report the drift from the ledger")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_import_flag(p)
     p.set_defaults(func=run_command)
@@ -172,7 +176,7 @@ def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
 #: the settings a ``--preset`` leaves to the command line (it fixes the suites and sampling)
 PRESET_FREE = ("top_k", "seed", "max_tokens", "use_tools", "limit", "tokenizer", "model",
                "api_key", "env_kwargs", "concurrency", "episode_timeout_s", "progress",
-               "engine_args", "seeds", "by", "ray")
+               "engine_args", "seeds", "by", "ray", "as_served")
 
 
 def _run(names: list[str], args: argparse.Namespace) -> dict:

@@ -36,6 +36,9 @@ class RunConfig:
     ``preset``: the paper whose table the run is (``benchmarks.presets``; ``run.json`` records
     it, with the preset's IFEval metric, when set); ``imports``: modules that register the
     user's own env ids (``--import``), imported before anything else, on Ray workers too.
+    ``as_served``: give the policy each turn's conversation re-rendered by the family's chat
+    template, as a server would (``tir_envs.chat.served``), and report the drift from the env's
+    ledger (chat envs whose observations are messages only).
     """
 
     suites: tuple[str, ...] = ()
@@ -67,6 +70,7 @@ class RunConfig:
     ray: str | bool | None = None
     preset: str | None = None
     imports: Sequence[str] = ()
+    as_served: bool = False
 
     def __post_init__(self) -> None:
         suites = self.suites
@@ -113,6 +117,8 @@ class RunConfig:
             out["seeds"] = self.seeds
         if self.imports:  # absent without --import, likewise; Ray workers import them
             out["imports"] = list(self.imports)
+        if self.as_served:  # absent without --as-served, likewise; it changes what is measured
+            out["as_served"] = True
         if custom:  # the task files' pins: a changed file is refused on resume
             out["custom"] = dict(custom)
         return out

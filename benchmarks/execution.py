@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 from typing import Any, Protocol, Sequence
 
+from tir_envs.chat.served import check_servable, served_prompt
 from tir_envs.rollout.policy import SamplingParams
 
 from benchmarks.config import RunConfig
@@ -31,9 +32,11 @@ class LocalEpisodes:
     """Every job as one ``EpisodeRunner`` episode in this process: its task, its own seed, the
     policy told its job; ``concurrency`` in flight."""
 
-    def __init__(self, policy: Any, concurrency: int, episode_timeout_s: float | None):
+    def __init__(self, policy: Any, concurrency: int, episode_timeout_s: float | None,
+                 as_served: bool = False):
         self.policy, self.concurrency = policy, concurrency
         self.episode_timeout_s = episode_timeout_s
+        self.as_served = as_served
 
     def __call__(self, suite: Suite, jobs: Sequence[Job], env_kwargs: dict[str, Any],
                  sampling: SamplingParams, on_sample: OnSample) -> None:
@@ -45,7 +48,8 @@ class LocalEpisodes:
         from tir_envs.rollout.runner import EpisodeRunner, check_vocab
 
         runner = EpisodeRunner(suite.env_id, env_kwargs=env_kwargs,
-                               episode_timeout_s=self.episode_timeout_s)
+                               episode_timeout_s=self.episode_timeout_s,
+                               prompt_view=served_prompt if self.as_served else None)
         episodes = [EpisodeJob({"task": j.task},
                                sampling=dataclasses.replace(sampling, seed=j.seed),
                                tags={"item": j.item, "sample": j.sample},
@@ -53,6 +57,8 @@ class LocalEpisodes:
                     for j in jobs]
         try:
             check_vocab(self.policy, runner.first_env)
+            if self.as_served:
+                check_servable(runner.first_env.unwrapped)
             await arun(runner, None, episodes, max_concurrency=self.concurrency,
                        progress=False, on_done=lambda ej, traj: on_sample(ej.key, traj),
                        name=suite.name)
@@ -69,4 +75,4 @@ def executor(config: RunConfig, policy: Any, record: dict[str, Any]) -> Episodes
     if config.ray:
         from benchmarks.ray_episodes import RayEpisodes
         return RayEpisodes.connect(config, record)
-    return LocalEpisodes(policy, config.concurrency, config.episode_timeout_s)
+    return LocalEpisodes(policy, config.concurrency, config.episode_timeout_s, config.as_served)

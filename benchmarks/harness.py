@@ -134,7 +134,7 @@ def run_preset(name: str, policy: Any, *, out: str | Path, **settings: Any) -> d
 
 def _run(config: RunConfig) -> dict[str, Any]:
     from benchmarks.lock import RunLock
-    from benchmarks.pins import policy_pin
+    from benchmarks.pins import policy_pin, search_index_pin
     from benchmarks.store import check_settings
 
     if config.out is None:
@@ -160,6 +160,9 @@ def _run(config: RunConfig) -> dict[str, Any]:
     sampling = SamplingParams(max_tokens=config.max_tokens or _UNCAPPED, temperature=temperature,
                               top_p=top_p, top_k=config.top_k)
     record = config.record([suite.name for suite in chosen], policy_pin(config.spec), custom)
+    index = search_index_pin([suite.env_id for suite in chosen], config.env_kwargs)
+    if index is not None:  # absent on the shipped index, so earlier folders resume
+        record["search_index"] = index
     if config.preset is not None:  # absent without one, so folders of earlier versions resume
         from benchmarks.presets import check_preset
         chosen_preset = check_preset(config.preset, record["suites"], config.k, temperature,

@@ -64,3 +64,30 @@ def pin_diff(old: Any, new: Any) -> str:
             if a.get(name) != b.get(name):
                 parts.append(f"{name}: {a.get(name, 'absent')} then, {b.get(name, 'absent')} now")
     return "; ".join(parts) or "the pins differ"
+
+
+def uses_search(env_id: str) -> bool:
+    """Whether the env ``env_id`` has the search tool (so an index decides its results)."""
+    from tir_envs.registry import env_class
+    return "search" in getattr(env_class(env_id), "configured_tools", ())
+
+
+def search_index_pin(env_ids: list[str], env_kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Which search index a run's search suites use, for ``run.json`` and the report: the
+    ``index`` (or ``retriever``) env argument described by its manifest (backend, passages,
+    corpus, encoder) or its server's ``/health``; ``None`` when no suite searches or none was
+    given (the shipped HotpotQA paragraph index).  A missing index fails here, before the run."""
+    from tir_envs.envs.tooling import SearchConfig
+    if not any(uses_search(e) for e in env_ids):
+        return None
+    source = SearchConfig(retriever=env_kwargs.get("retriever"),
+                          index=env_kwargs.get("index")).source  # both given: refused now
+    if source is None:
+        return None
+    from tir_envs.tools.search.backends import describe_index
+    from tir_envs.tools.search.retriever import Retriever
+    if isinstance(source, Retriever):
+        return {"object": type(source).__name__, **source.describe()}
+    if not isinstance(source, (str, Path)):
+        return {"object": type(source).__name__}
+    return describe_index(source)

@@ -67,6 +67,8 @@ class EpisodeWorker:
 
         from tir_envs.registry import import_modules
 
+        from tir_envs.chat.served import served_prompt
+
         from benchmarks.policies import resolve_policy
         from benchmarks.suites import register, suite_of_run
 
@@ -85,7 +87,9 @@ class EpisodeWorker:
         self.sampling = sampling
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # in each trajectory's metadata
         self.runner = EpisodeRunner(self.suite.env_id, env_kwargs=kwargs,
-                                    episode_timeout_s=config.get("episode_timeout_s"))
+                                    episode_timeout_s=config.get("episode_timeout_s"),
+                                    prompt_view=served_prompt if config.get("as_served")
+                                    else None)
 
     async def run(self, job: Job) -> dict[str, Any]:
         traj = await self.runner.run(

@@ -82,5 +82,17 @@ def sample_record(suite: str, part: str, item: int, sample: int, seed: int | Non
         "response_tokens": traj.num_policy_tokens, "turns": len(traj.turns),
         "wall_s": float(traj.metadata.get("episode_s", 0.0)),
         "stop_reason": traj.stop_reason, "infra_failed": bool(traj.infra_failed),
+        **served_figures(traj),
         "trajectory": traj.to_dict(),
     }
+
+
+def served_figures(traj: Trajectory) -> dict[str, Any]:
+    """An as-served sample's drift (``tir_envs.chat.served``): tokens where the re-rendered
+    prompts differed from the ledger, over the episode's generations; nothing otherwise."""
+    served = traj.metadata.get("served")
+    if not served:
+        return {}
+    return {"served_drift_tokens": int(served["drift_tokens"]),
+            "served_drifted_turns": int(served["drifted_turns"]),
+            "served_turns": len(served["turns"])}

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
+from benchmarks.pins import uses_search
 from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, suite_of_run
 
@@ -47,14 +48,30 @@ def summarize(store: RunStore, by: Sequence[str] = ()) -> dict[str, Any]:
                                  "env_kwargs": suite.make_kwargs(cfg["use_tools"],
                                                                  cfg.get("protocol")),
                                  "parts": parts}
+        if uses_search(suite.env_id):
+            entry["search_index"] = cfg.get("search_index") or SHIPPED_INDEX
         if len(suite.parts) > 1:
             entry["overall"] = score(records, "mixed", k)
+        if cfg.get("as_served"):
+            entry["as_served"] = served_drift(records)
         suites[name] = entry
     return {"config": {k_: v for k_, v in cfg.items() if k_ != "env_kwargs"} |
             {"env_kwargs": cfg.get("env_kwargs", {})},
             "suites": suites,
             "autotir_table": autotir_table(suites, cfg.get("ifeval_metric", "strict")),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def served_drift(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An as-served run's drift (``tir_envs.chat.served``): how many of the prompts the model
+    was given differed from the env's ledger, by how many tokens, per episode and in total."""
+    played = [r for r in records if not r["infra_failed"] and "served_turns" in r]
+    tokens = [r["served_drift_tokens"] for r in played]
+    return {"episodes": len(played), "drifted_episodes": sum(t > 0 for t in tokens),
+            "prompts": sum(r["served_turns"] for r in played),
+            "drifted_prompts": sum(r["served_drifted_turns"] for r in played),
+            "drift_tokens": sum(tokens), "max_episode_drift_tokens": max(tokens, default=0),
+            "mean_episode_drift_tokens": sum(tokens) / len(tokens) if tokens else None}
 
 
 def autotir_table(suites: dict[str, Any], ifeval_metric: str = "strict") -> dict[str, Any]:
@@ -117,7 +134,9 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              f"{cfg['max_tokens'] or 'env budget'} · tools "
              f"{'on' if cfg['use_tools'] else 'off (w/o tools)'}"
              + (f" · protocol {cfg['protocol']}" if cfg.get("protocol") else "")
-             + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else ""),
+             + (f" · first {cfg['limit']} items per part" if cfg.get("limit") else "")
+             + (" · **as served** (history re-rendered by the chat template)"
+                if cfg.get("as_served") else ""),
              *([f"Preset `{cfg['preset']}`: {_preset_line(cfg)}."] if cfg.get("preset") else []),
              f"Sampling: {cfg.get('sampling_note') or 'as given'}."
              + (f" Each seed is a replicate of the k samples with its own seeds; the tables "
@@ -146,13 +165,47 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
                            if a != "tokenizer")
         lines += [f"## {name}", "", f"`{entry['env_id']}`" + (f" ({kwargs})" if kwargs else ""),
                   ""]
+        if entry.get("search_index"):
+            lines += [f"Search index: {index_line(entry['search_index'])}.", ""]
         for part, s in entry["parts"].items():
             lines += _part_section(part, s, k, len(entry["parts"]) > 1)
+        if "as_served" in entry:
+            lines += _served_section(entry["as_served"])
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     if plot_note:
         lines += [f"_{plot_note}_", ""]
     return "\n".join(lines)
+
+
+#: what a search suite searches when the run names no index
+SHIPPED_INDEX = {"shipped": "the HotpotQA dev-distractor context paragraphs", "num_docs": 10785}
+
+
+def index_line(index: dict[str, Any]) -> str:
+    """The index a search suite used, in words: where it is, what it holds, its backend."""
+    where = index.get("path") or index.get("url")
+    facts = [f"{index['num_docs']:,} passages" if isinstance(index.get("num_docs"), int)
+             else None, index.get("backend"), index.get("faiss_index"),
+             f"encoder {index['model']}" if index.get("model") else None,
+             f"corpus {index['corpus']}" if index.get("corpus") else None]
+    said = ", ".join(f for f in facts if f)
+    if where is None:
+        return f"{index.get('shipped') or index.get('object')} ({said})" if said else \
+            str(index.get("shipped") or index.get("object"))
+    return f"`{where}`" + (f" ({said})" if said else "")
+
+
+def _served_section(d: dict[str, Any]) -> list[str]:
+    return ["### As served: drift from the ledger", "",
+            "Each prompt was the conversation re-rendered by the family's chat template (as a "
+            "server renders it), not the env's ledger; a drifted prompt differs from the "
+            "ledger in at least one token (docs/chat_models.md).", "",
+            "| episodes | drifted episodes | prompts | drifted prompts | drift tokens (total) "
+            "| per episode (mean) | per episode (max) |", "|---|---|---|---|---|---|---|",
+            f"| {d['episodes']} | {d['drifted_episodes']} | {d['prompts']} | "
+            f"{d['drifted_prompts']} | {d['drift_tokens']} | "
+            f"{_num(d['mean_episode_drift_tokens'], 1)} | {d['max_episode_drift_tokens']} |", ""]
 
 
 def _policy_note(cfg: dict[str, Any], suites: dict[str, Any]) -> list[str]:

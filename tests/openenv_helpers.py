@@ -9,7 +9,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.perf.servers import ROOT, env_with, start, stop  # noqa: F401 (re-exported)
 
 CAPITALS_MODULE = '''
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome"}
@@ -29,40 +29,6 @@ def capital(country: str) -> str:
 TASKS = [{"question": "What is the capital of France?", "answer": "Paris"},
          {"question": "What is the capital of Japan?", "answer": "Tokyo"}]
 
-
-def env_with(folder: Path) -> dict[str, str]:
-    return {**os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(folder),
-                                           os.environ.get("PYTHONPATH", "")])}
-
-
-def start(argv: list[str], folder: Path, port: int, timeout: float = 120.0,
-          extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Run ``argv`` (a server on ``port``) and wait until ``/health`` answers."""
-    log = open(folder / f"server-{port}.log", "w")
-    proc = subprocess.Popen(argv, env={**env_with(folder), **(extra_env or {})}, cwd=folder,
-                            stdout=log, stderr=log)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}: "
-                               f"{(folder / f'server-{port}.log').read_text()[-2000:]}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not answer /health in time")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 #: a native OpenEnv env (OpenEnv's own types and server), as a third party would write it
 GUESS_MODULE = '''

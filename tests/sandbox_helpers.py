@@ -4,6 +4,7 @@ synchronous wrappers around the async tool, and host-side process inspection."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import random
@@ -78,6 +79,16 @@ def open_session(tool: PythonTool):
 
 def close_session(tool: PythonTool, session) -> None:
     asyncio.run(tool.close_session(session))
+
+
+@contextlib.contextmanager
+def session_of(tool: PythonTool):
+    """A session of ``tool`` for the ``with`` block, closed however the block ends."""
+    s = open_session(tool)
+    try:
+        yield s
+    finally:
+        close_session(tool, s)
 
 
 def alive(pid: int) -> bool:

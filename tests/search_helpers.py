@@ -80,3 +80,34 @@ def hotpotqa_corpus() -> Path:
     from tir_envs.tools.search.hotpotqa import hotpotqa_corpus as build
     with cache_env():
         return build()
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_encoder() -> Path:
+    """A random 1-layer BERT (hidden 32) and the tiny BPE tokenizer, saved as a local encoder
+    folder: dense retrieval without any model hub."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from tests.fixtures.tiny import tiny_tokenizer
+    tok = tiny_tokenizer()
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
+                        pad_token_id=tok.pad_token_id)
+    folder = ROOT / "tiny-encoder-shared"
+    BertModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@functools.lru_cache(maxsize=None)
+def paragraphs_corpus(n: int = 600) -> Path:
+    """The first ``n`` shipped HotpotQA paragraphs as a FlashRAG JSONL corpus."""
+    from tir_envs.data.qa import hotpotqa_paragraphs
+    path = ROOT / f"paragraphs-{n}.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for i, d in enumerate(hotpotqa_paragraphs()[:n]):
+            f.write(json.dumps({"id": f"d{i}", "contents": f'"{d["title"]}"\n{d["text"]}'})
+                    + "\n")
+    return path

@@ -3,11 +3,12 @@
 For every cell the env's ledger must equal the reference renderer's own render of the prompt and
 its own bridge after every sampled completion, token for token, and the loss mask must be 1
 exactly on the sampled tokens.  References, built here independently of the env:
-  * ``renderers`` (PyPI) for Qwen3 (thinking on/off), Llama 3, DeepSeek V3, GLM-4.5 (on/off);
+  * ``renderers`` (PyPI) for Qwen3 (thinking on/off), Llama 3, DeepSeek V3 and R1, GLM-4.5
+    (on/off);
   * ``mistral-common``'s own encoder for Mistral (also over whole conversations);
   * ``apply_chat_template`` of the whole conversation for the bundled ChatML (the tool output
     in it encoded on its own, as the ledger contract says).
-Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and GLM-4.5 are stand-ins
+Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and R1, GLM-4.5 are stand-ins
 (``tir_envs.chat.vocab``).  The default run samples the matrix (every family and shape, envs
 rotated); ``TIR_CHAT_MATRIX=full`` runs all of it.
 """
@@ -38,7 +39,8 @@ from tir_envs.envs.sql import SQLEnv  # noqa: E402
 from tir_envs.tools.search import open_retriever  # noqa: E402
 
 FAMILIES = [("chatml", None), ("qwen3", "off"), ("qwen3", "on"), ("llama-3", None),
-            ("mistral", None), ("deepseek-v3", None), ("glm-4.5", "on"), ("glm-4.5", "off")]
+            ("mistral", None), ("deepseek-v3", None), ("deepseek-r1", None), ("glm-4.5", "on"),
+            ("glm-4.5", "off")]
 ENVS = ["rite", "autotir", "search", "sql"]
 SHAPES = ["answer", "calls", "obs_cut", "reason_cut", "malformed"]
 FULL = os.environ.get("TIR_CHAT_MATRIX") == "full"
@@ -54,7 +56,8 @@ def cells():
 # ---------------------------------------------------------------- references
 class RenderersRef:
     CONFIGS = {"qwen3": "Qwen3RendererConfig", "llama-3": "Llama3RendererConfig",
-               "deepseek-v3": "DeepSeekV3RendererConfig", "glm-4.5": "GLM45RendererConfig"}
+               "deepseek-v3": "DeepSeekV3RendererConfig",
+               "deepseek-r1": "DeepSeekR1RendererConfig", "glm-4.5": "GLM45RendererConfig"}
 
     def __init__(self, tok, family, thinking):
         kw = {"thinking_retention": "all"}
@@ -282,7 +285,8 @@ def test_mistral_whole_conversation_matches_mistral_common():
         env.close()
 
 
-@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("glm-4.5", "on")])
+@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("glm-4.5", "on"),
+                                             ("deepseek-r1", None)])
 def test_a_call_inside_reasoning_is_not_run(family, thinking):
     tok = family_tokenizer(family)
     env = MathCodeEnv(protocol="rite", tasks=[MATH], tokenizer=tok, renderer=family,

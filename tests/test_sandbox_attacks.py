@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
-                                   call, close_session, marker, open_session,
-                                   require_nproc_enforced, wait_gone, wait_present)
+from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
+                                   marker, NAMESPACE_MODES, open_session, require_nproc_enforced,
+                                   session_of, wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 
@@ -103,26 +103,20 @@ def test_fork_bomb(arena):
 
 
 def test_allocate_64_gb(arena):
-    s = open_session(arena)
-    try:
+    with session_of(arena) as s:
         r = call(arena, "x = bytearray(64 * 2**30)", s)
         assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
         r = call(arena, "import numpy as np\ny = np.ones(8 * 2**30)", s)
         assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
         assert call(arena, "'still here'", s).text == "'still here'"
-    finally:
-        close_session(arena, s)
 
 
 def test_busy_loop(arena):
-    s = open_session(arena)
-    try:
+    with session_of(arena) as s:
         call(arena, "keep = 1", s)
         r = call(arena, "while True:\n    pass", s)
         assert r.status == ToolStatus.TIMEOUT
         assert call(arena, "keep", s).text == "1"  # interrupted, not killed: state kept
-    finally:
-        close_session(arena, s)
 
 
 def test_print_1_gb(arena):
@@ -188,20 +182,14 @@ def test_ctypes_raw_connect(arena):
 
 
 def test_ctypes_kill_everything(arena):
-    s = open_session(arena)
-    try:
+    with session_of(arena) as s:
         r = call(arena, CTYPES_PRELUDE + "libc.kill(-1, 9)\nos.kill(1, 9)\nprint('alive')", s)
         assert r.status in (ToolStatus.KILLED, ToolStatus.OK)  # at most the session itself
-    finally:
-        close_session(arena, s)
 
 
 def test_ctypes_segfault(arena):
-    s = open_session(arena)
-    try:
+    with session_of(arena) as s:
         call(arena, "v = 1", s)
         r = call(arena, "import ctypes\nctypes.string_at(0)", s)
         assert r.status == ToolStatus.KILLED and "SIGSEGV" in r.text and r.metadata["restarted"]
         assert "NameError" in call(arena, "v", s).text  # a fresh interpreter took over
-    finally:
-        close_session(arena, s)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
-                                   call, close_session, marker, open_session, wait_dead,
+from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
+                                   marker, NAMESPACE_MODES, open_session, session_of, wait_dead,
                                    wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
@@ -73,8 +73,7 @@ def test_interpreter_killed_by_its_own_code_after_a_call_is_killed_not_infra():
     """A cell that arms its own death for later (a timer thread calling os._exit) is the
     model's outcome at the next call, never an infrastructure error (issue 12)."""
     t = PythonTool(backend=LocalBackend(spares=1, disk_mb=40))
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         r = call(t, "v = 1\nimport os, threading\nthreading.Timer(0.2, os._exit, (0,)).start()", s)
         assert r.status == ToolStatus.OK
         time.sleep(1.0)
@@ -84,8 +83,6 @@ def test_interpreter_killed_by_its_own_code_after_a_call_is_killed_not_infra():
         r = call(t, "'fresh'", s)
         assert r.status == ToolStatus.OK and r.text == "'fresh'"
         assert s.restarts == 1
-    finally:
-        close_session(t, s)
 
 
 @NS
@@ -156,13 +153,10 @@ def test_full_pool_is_infra_error_after_open_timeout():
             break
         except SandboxUnavailable:
             assert time.monotonic() < deadline
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         assert call(t, "1", s).text == "1"
         r = call(t, "2")  # needs a second interpreter; the pool allows one
         assert r.status == ToolStatus.INFRA_ERROR and "max_sessions=1" in r.text
-    finally:
-        close_session(t, s)
     assert call(t, "3").text == "3"  # the slot is free again
 
 

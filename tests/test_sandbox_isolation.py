@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
-                                   call, close_session, marker, open_session,
-                                   require_nproc_enforced, wait_gone, wait_present)
+from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
+                                   marker, NAMESPACE_MODES, open_session, require_nproc_enforced,
+                                   session_of, wait_gone, wait_present)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.launcher import allowed_paths, sandbox_env, tmp_binds
@@ -89,21 +89,17 @@ print('interfaces', [n for _, n in socket.if_nameindex()])
 @NS
 def test_memory_limit(mode):
     t = tool(mode, memory_mb=256)
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         r = call(t, "x = 1\nbig = bytearray(1024 * 2**20)", s)
         assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
         r = call(t, "small = bytearray(64 * 2**20)\nlen(small) + x", s)  # under the limit; state kept
         assert r.status == ToolStatus.OK and r.text == str(64 * 2**20 + 1)
-    finally:
-        close_session(t, s)
 
 
 @NS
 def test_cpu_limit(mode):
     t = tool(mode, cpu_s=1, timeout_s=120)  # generous: 1 CPU second on a loaded machine
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         r = call(t, "while True:\n    pass", s)
         assert r.status == ToolStatus.KILLED and "CPULimitExceeded" in r.text
         r = call(t, f"import subprocess, time\n"
@@ -113,8 +109,6 @@ def test_cpu_limit(mode):
                     "    time.sleep(0.1)\n"
                     "print(p.returncode)", s)
         assert r.status == ToolStatus.OK and r.text in ("-9", "-24")  # SIGKILL / SIGXCPU
-    finally:
-        close_session(t, s)
 
 
 @NS
@@ -181,8 +175,7 @@ def test_private_tmp_is_size_limited(mode):
 @NS
 def test_wall_clock_timeout(mode):
     t = tool(mode, timeout_s=1)
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         call(t, "x = 7", s)
         r = call(t, "import time\ntime.sleep(30)", s)  # interruptible: state survives
         assert r.status == ToolStatus.TIMEOUT and "TimeoutError" in r.text
@@ -193,8 +186,6 @@ def test_wall_clock_timeout(mode):
         assert r.status == ToolStatus.TIMEOUT and r.metadata["restarted"]
         r = call(t, "x", s)
         assert r.status == ToolStatus.ERROR and "NameError" in r.text  # a fresh interpreter
-    finally:
-        close_session(t, s)
 
 
 @NS

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend, backend_or_skip, call,
-                                   close_session, open_session)
+from tests.sandbox_helpers import (backend, backend_or_skip, call, close_session, NAMESPACE_MODES,
+                                   open_session, session_of)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import LocalBackend, PythonTool
 
@@ -79,8 +79,7 @@ def _flooded_and_idle(b: LocalBackend) -> tuple[list, list, collections.Counter]
     in_flight = [0]
 
     def flooder(offset: float) -> None:
-        s = open_session(flooders)
-        try:
+        with session_of(flooders) as s:
             while go.wait() and not stop.is_set():
                 with lock:
                     in_flight[0] += 1
@@ -90,8 +89,6 @@ def _flooded_and_idle(b: LocalBackend) -> tuple[list, list, collections.Counter]
                     in_flight[0] -= 1
                     statuses[status] += 1
                     lock.notify_all()
-        finally:
-            close_session(flooders, s)
 
     def quiet() -> None:
         with lock:
@@ -180,8 +177,7 @@ def test_a_session_that_forks_continuously_writes_nothing_between_calls(mode):
     b = backend_or_skip(mode)
     needs(b, "freezer")
     tool = PythonTool(backend=b)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         assert call(tool, STAMPER, s).text == "started"
         gaps = []
         for _ in range(8):
@@ -198,8 +194,6 @@ def test_a_session_that_forks_continuously_writes_nothing_between_calls(mode):
         total, *inside = (int(x) for x in text.split())
         assert total >= 10, f"the stamper hardly ran: {total} stamps"
         assert not any(inside), {i: n for i, n in enumerate(inside) if n}
-    finally:
-        close_session(tool, s)
 
 
 # ------------------------------------------------------------------ hash secrets at start

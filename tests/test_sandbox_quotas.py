@@ -14,8 +14,8 @@ import os
 import pytest
 
 import tir_envs
-from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
-                                   open_session)
+from tests.sandbox_helpers import (backend_or_skip, call, close_session, NAMESPACE_MODES,
+                                   open_session, session_of)
 from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
@@ -117,12 +117,9 @@ def test_the_attack_works_within_one_session(backend, attack, probe, exhausted):
     """The probes can fail: the exhaustion is felt inside the attacking session itself (its
     quota is its own), so the cross-session test above is not vacuous."""
     tool = PythonTool(backend=backend, limits=Limits(timeout_s=20, nofile=256, nproc=64))
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         measure(tool, s, attack)
         assert measure(tool, s, probe).startswith(exhausted)
-    finally:
-        close_session(tool, s)
 
 
 def test_each_live_session_has_its_own_host_uid(backend):
@@ -147,8 +144,7 @@ def test_each_live_session_has_its_own_host_uid(backend):
 def test_host_descriptors_do_not_grow_with_children_or_retries(backend):
     """60 idle children and many calls: the host keeps the same few descriptors."""
     tool = PythonTool(backend=backend)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         call(tool, "1", s)
         before = len(os.listdir("/proc/self/fd"))
         code = ("import os, time\nfor _ in range(60):\n    if os.fork() == 0:\n"
@@ -161,8 +157,6 @@ def test_host_descriptors_do_not_grow_with_children_or_retries(backend):
         assert len(os.listdir("/proc/self/fd")) <= before + 4
         if s.handle.cgroup is not None:
             assert s.handle.cgroup.descriptors() <= 3  # pidfd, /proc/<pid>/syscall, pids.current
-    finally:
-        close_session(tool, s)
 
 
 @pytest.mark.parametrize("stateful", [True, False])
@@ -172,11 +166,8 @@ def test_random_state_differs_between_sessions(backend, stateful):
             "print(random.random(), numpy.random.random(), sr.rng.random())")
     seen = set()
     for _ in range(3):
-        s = open_session(tool)
-        try:
+        with session_of(tool) as s:
             seen.add(measure(tool, s, code))
-        finally:
-            close_session(tool, s)
     assert len(seen) == 3
 
 

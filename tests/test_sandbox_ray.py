@@ -13,7 +13,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from tests.sandbox_helpers import call, close_session, open_session  # noqa: E402
+from tests.sandbox_helpers import call, close_session, open_session, session_of  # noqa: E402
 from tir_envs.tools.base import ToolStatus  # noqa: E402
 from tir_envs.tools.python import PythonTool  # noqa: E402
 from tir_envs.tools.python.ray_backend import RayBackend  # noqa: E402
@@ -32,8 +32,7 @@ def cluster():
 
 def test_sessions_run_on_host_actors(cluster):
     t = PythonTool(backend=RayBackend(name="basic", namespace=NAMESPACE, spares=1), timeout_s=2)
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         assert call(t, "x = 20", s).status == ToolStatus.OK
         r = call(t, "print('from ray')\nx + 22", s)
         assert r.status == ToolStatus.OK and r.text == "from ray\n42"
@@ -44,8 +43,6 @@ def test_sessions_run_on_host_actors(cluster):
         r = call(t, "while True:\n    pass", s)
         assert r.status == ToolStatus.TIMEOUT and not r.metadata["restarted"]  # interrupted
         assert call(t, "x", s).text == "20"
-    finally:
-        close_session(t, s)
     assert asyncio.run(t.backend.info())[0]["sessions"] == 0
 
 

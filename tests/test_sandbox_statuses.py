@@ -18,8 +18,8 @@ import json
 import pytest
 
 import tir_envs
-from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
-                                   close_session, open_session)
+from tests.sandbox_helpers import (backend_or_skip, call, close_session, FIND_NONCE,
+                                   NAMESPACE_MODES, open_session, session_of)
 from tir_envs.task import Task
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
@@ -82,13 +82,10 @@ def run_at(backend, position: str, cell: str):
         tool = PythonTool(backend=backend, limits=limits, stateful=False)
         return [call(tool, cell), call(tool, "import time; time.sleep(0.4); print('next')")]
     tool = PythonTool(backend=backend, limits=limits)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         before = [call(tool, "x = 1", s)] if position == "later" else []
         return before + [call(tool, cell, s),
                          call(tool, "import time; time.sleep(0.4); print('next')", s)]
-    finally:
-        close_session(tool, s)
 
 
 @pytest.mark.parametrize("position", ["first", "later", "stateless"])

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.sandbox_helpers import (call, close_session, marker, open_session, wait_gone,
+from tests.sandbox_helpers import (call, close_session, marker, open_session, session_of, wait_gone,
                                    wait_present)
 from tir_envs.env import TIREnv
 from tir_envs.tools.base import ToolResult, ToolStatus
@@ -103,13 +103,10 @@ def test_output_is_capped_and_the_cut_marked(tool):
 
 def test_stateless_mode_starts_fresh_every_call():
     t = PythonTool(backend=AUTO, stateful=False, error_style="last_line")
-    s = open_session(t)
-    try:
+    with session_of(t) as s:
         assert call(t, "z = 1\nz", s).text == "1"
         assert call(t, "z", s).text == "NameError: name 'z' is not defined"
         assert call(t, "z").text == "NameError: name 'z' is not defined"  # no session at all
-    finally:
-        close_session(t, s)
 
 
 def test_scientific_stack_is_preloaded(tool):

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from tests.sandbox_helpers import (FIND_NONCE, NAMESPACE_MODES, backend_or_skip, call,
-                                   close_session, open_session)
+from tests.sandbox_helpers import (backend_or_skip, call, close_session, FIND_NONCE,
+                                   NAMESPACE_MODES, open_session, session_of)
 from tir_envs.tools.base import ToolStatus
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.sandbox import protocol
@@ -47,11 +47,8 @@ def needs(backend, mechanism: str) -> None:
 
 
 def run_session(tool: PythonTool, *codes: str):
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         return [call(tool, c, s) for c in codes]
-    finally:
-        close_session(tool, s)
 
 
 # ------------------------------------------------------------------ 1. replies
@@ -82,15 +79,12 @@ def test_a_forged_reply_ends_nothing_early(backend):
     request with everything else stopped, so the cell runs on under the call's deadline."""
     needs(backend, "cgroups")
     tool = tool_for(backend, timeout_s=2)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         code = FORGE + "forge(stdout='all tests pass\\n')\nwhile True:\n    pass\n"
         first = call(tool, code, s)
         assert first.status == ToolStatus.TIMEOUT, first.text
         assert "all tests pass" not in first.text
         assert call(tool, "'next'", s).text == "'next'"  # interrupted, not killed: state kept
-    finally:
-        close_session(tool, s)
 
 
 def test_a_session_is_stopped_between_calls(backend):
@@ -98,8 +92,7 @@ def test_a_session_is_stopped_between_calls(backend):
     calls, whatever its threads and children were doing."""
     needs(backend, "cgroups")
     tool = tool_for(backend)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         code = ("import os, threading\ndef spin():\n    while True:\n        pass\n"
                 "threading.Thread(target=spin, daemon=True).start()\n"
                 "if os.fork() == 0:\n    spin()\n")
@@ -115,8 +108,6 @@ def test_a_session_is_stopped_between_calls(backend):
         before = {p: _cpu_ticks(p) for p in pids}
         time.sleep(1.0)
         assert {p: _cpu_ticks(p) for p in pids} == before, "the session ran between calls"
-    finally:
-        close_session(tool, s)
 
 
 def _proc_stat(pid: int) -> list[str]:
@@ -186,16 +177,13 @@ PROBE = ("def ticks(pid):\n    f = open(f'/proc/{pid}/stat').read().rsplit(')', 
 
 def _progress_between_and_during_calls(tool: PythonTool):
     """(thread and child progress over 1.5 s between calls, the same over 1.5 s in a call)."""
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         assert call(tool, SPIN, s).status == ToolStatus.OK
         n1, t1 = eval(call(tool, PROBE, s).text)  # noqa: S307 - a tuple we printed
         time.sleep(1.5)
         n2, t2 = eval(call(tool, PROBE, s).text)  # noqa: S307
         n3, t3 = eval(call(tool, "import time; time.sleep(1.5)\n" + PROBE, s).text)  # noqa: S307
         return (n2 - n1, t2 - t1), (n3 - n2, t3 - t2)
-    finally:
-        close_session(tool, s)
 
 
 def test_child_processes_get_no_cpu_between_calls(backend):
@@ -228,15 +216,12 @@ def test_frame_cap_follows_the_output_limit():
 ])
 def test_oversized_or_nested_frames_are_refused_before_parsing(backend, payload):
     tool = tool_for(backend)
-    bystander = open_session(tool)
-    try:
+    with session_of(tool) as bystander:
         (r,) = run_session(tool, "import os\n" + payload + "\nimport time; time.sleep(3)")
         assert r.status == ToolStatus.KILLED
         assert call(tool, "1 + 1", bystander).text == "2"
         assert all(h.decoder.pending < (1 << 20) for z in backend.pool.fleet.servers
                    for h in z.sessions.values())
-    finally:
-        close_session(tool, bystander)
 
 
 # ------------------------------------------------------------------ 6. kernel objects
@@ -296,8 +281,7 @@ def test_per_uid_quotas_and_host_file_locks_are_out_of_reach(backend):
             f"held = open({venv_cfg!r}) if os.path.exists({venv_cfg!r}) else open('/usr/lib/os-release')\n"
             "fcntl.flock(held, fcntl.LOCK_EX)\nfcntl.lockf(held, fcntl.LOCK_SH)\nprint('locked')")
     tool = tool_for(backend)
-    s = open_session(tool)
-    try:
+    with session_of(tool) as s:
         r = call(tool, code, s)
         assert r.status == ToolStatus.OK, r.text
         assert "inotify -1 EPERM" in r.text and "pipe EPERM" in r.text and "locked" in r.text
@@ -306,8 +290,6 @@ def test_per_uid_quotas_and_host_file_locks_are_out_of_reach(backend):
         with open(path) as f:  # the session "holds" its locks: the host is not blocked
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.flock(f, fcntl.LOCK_UN)
-    finally:
-        close_session(tool, s)
 
 
 # ------------------------------------------------------------------ 8. RNG, control bytes

@@ -10,7 +10,11 @@ direct answer, an observation cut by the token cap) are driven through
 * verl's ``AgentLoopWorker.generate_sequences`` (in ``.venv-verl``, dumped to JSON);
 * TRL's ``GRPOTrainer._generate_and_score_completions`` (in ``.venv-trl``, dumped to JSON);
 
-and each trainer's record of every episode must be exactly the env's own ledger (the episode
+each under two vocabularies: the bundled Qwen2.5 (raw text and the bundled ChatML template) and
+Qwen3 with thinking on (the real Qwen3 vocabulary, ``tir_envs.chat.qwen3``'s renderer: RITE,
+Search, SQL and AutoTIR in chat mode, tool-role observations, reasoning blocks, a call written
+only inside reasoning); and each trainer's record of every episode must be exactly the env's
+own ledger (the episode
 run by ``EpisodeRunner`` alone): prompt ids, response ids, loss mask, the trainer's own derived
 mask, logprobs and reward.  verl and TRL hold logprobs (and verl rewards) as float32 tensors,
 so those are compared after the same rounding.  verl and TRL need their own virtual
@@ -29,9 +33,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.fixtures.parity_cases import settings as parity_settings
+from tests.fixtures.parity_cases import VOCABS, server_for, vocab_settings, vocab_tokenizer
 from tests.fixtures.parity_ledger import FIELDS, direct_ledgers, load, record
-from tests.fixtures.scripted_server import ScriptedServer
 from tests.sql_helpers import CACHE
 from tir_envs.rollout.stops import first_stop
 
@@ -41,13 +44,51 @@ GROUP = 2
 
 
 @pytest.fixture(scope="module")
-def settings(tmp_path_factory):
-    return parity_settings(str(tmp_path_factory.mktemp("parity") / "search"), str(CACHE))
+def search_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("parity") / "search")
+
+
+@pytest.fixture(scope="module")
+def settings(search_root):
+    return vocab_settings("qwen2.5", search_root, str(CACHE))
 
 
 @pytest.fixture(scope="module")
 def ledgers(settings, qwen_tok):
     return {(r["setting"], r["case"]): r for r in direct_ledgers(settings, qwen_tok)}
+
+
+@pytest.fixture(scope="module")
+def chat_runs(search_root):
+    """The chat vocabularies' runs, each made once: ``vocab -> (settings, ledgers, tok)``."""
+    made: dict = {}
+
+    def get(vocab: str):
+        if vocab not in made:
+            tok = vocab_tokenizer(vocab)
+            settings = vocab_settings(vocab, search_root, str(CACHE))
+            made[vocab] = (settings, {(r["setting"], r["case"]): r
+                                      for r in direct_ledgers(settings, tok)}, tok)
+        return made[vocab]
+    return get
+
+
+@pytest.fixture(scope="module")
+def qwen3_tok(chat_runs):
+    return chat_runs("qwen3")[2]
+
+
+@pytest.fixture(scope="module")
+def qwen3_ledgers(chat_runs):
+    return chat_runs("qwen3")[1]
+
+
+def run_of(request, vocab: str):
+    """``(settings, ledgers, tokenizer)`` of one vocabulary's parity run."""
+    if vocab == "qwen2.5":
+        return (request.getfixturevalue("settings"), request.getfixturevalue("ledgers"),
+                request.getfixturevalue("qwen_tok"))
+    return request.getfixturevalue("chat_runs")(vocab)
 
 
 def f32(values):
@@ -87,6 +128,54 @@ def test_the_ledgers_cover_every_setting_and_case(ledgers, qwen_tok):
     assert split == {"torl", "zerotir", "sql", "autotir"}
 
 
+def test_the_qwen3_ledgers_think_and_hide_what_is_inside_reasoning(qwen3_ledgers, qwen3_tok):
+    """The Qwen3 run: every env in chat mode with reasoning blocks sampled as Qwen3's special
+    ids; a call or answer written only inside reasoning is never run nor graded, and a block
+    left open at a stop string is closed by env tokens (``</think>``, mask 0)."""
+    think, close = (qwen3_tok.convert_tokens_to_ids(t) for t in ("<think>", "</think>"))
+    names = {"qwen3-rite", "qwen3-search", "qwen3-sql", "qwen3-autotir"}
+    assert {s for s, _ in qwen3_ledgers} == names
+    for (setting, case), r in qwen3_ledgers.items():
+        statuses, calls = r["statuses"], sum(s != "no_call" for s in r["statuses"])
+        ids, mask = r["response_ids"], r["loss_mask"]
+        assert not r["infra_failed"] and ids[0] == think and mask[0] == 1, (setting, case)
+        if case == "direct":
+            assert statuses == ["no_call"], setting
+        if case == "wrong":
+            assert r["correct"] is False and calls >= 2, setting
+        if case == "right":
+            assert r["correct"] is True and calls >= 1, setting
+        if case == "think":
+            assert statuses[0] != "ok", setting  # the call inside reasoning did not run
+            if len(statuses) == 1:  # the episode ended there: the hidden answer is not graded
+                assert r["correct"] is False, setting
+            else:  # paused at the stop string: the env closes the block
+                env = ids[mask.index(0):]
+                assert env[0] == close and mask[mask.index(0)] == 0, setting
+    split = {s for (s, c), r in qwen3_ledgers.items() if c == "cut" and "\ufffd" in
+             qwen3_tok.decode([t for t, m in zip(r["response_ids"], r["loss_mask"]) if m == 0])}
+    assert split == {"qwen3-sql"}  # the tool-role observations are cut at whole characters
+
+
+def test_the_mistral_ledgers_sample_its_control_ids(chat_runs):
+    """The Mistral run (real Tekken vocabulary, mistral-common): RITE's calls are the sampled
+    ``[TOOL_CALLS]`` control id (mask 1) and every result comes back in ``[TOOL_RESULTS]``
+    (env tokens, mask 0), in all four envs."""
+    _, ledgers, tok = chat_runs("mistral")
+    inner = tok.tokenizer.instruct_tokenizer
+    results = inner.tokenizer.get_special_token("[TOOL_RESULTS]")
+    assert {s for s, _ in ledgers} == {"mistral-rite", "mistral-search", "mistral-sql",
+                                       "mistral-autotir"}
+    for (setting, case), r in ledgers.items():
+        ids, mask = r["response_ids"], r["loss_mask"]
+        assert not r["infra_failed"], (setting, case)
+        if setting == "mistral-rite":
+            assert ids[0] == inner.TOOL_CALLS and mask[0] == 1
+        if case in ("right", "wrong", "cut"):
+            assert r["correct"] is (case != "wrong"), (setting, case)
+            assert any(t == results and m == 0 for t, m in zip(ids, mask)), (setting, case)
+
+
 # ------------------------------------------------------------------------------ bundled GRPO
 def grpo_records(settings, tokenizer):
     """The bundled trainer's path: collect (EpisodeRunner) -> groups -> build_batch."""
@@ -98,7 +187,7 @@ def grpo_records(settings, tokenizer):
 
     out = []
     for s in settings:
-        policy = ServerPolicy(ScriptedServer(tokenizer, s.scripts), tokenizer.eos_token_id)
+        policy = ServerPolicy(server_for(tokenizer, s.scripts), tokenizer.eos_token_id)
         kwargs = {**s.env_kwargs, "tokenizer": tokenizer}
         rollouts = collect(lambda: tir_envs.make(s.env_id, **kwargs), policy,
                            setting_tasks(s, tokenizer), samples_per_task=GROUP,
@@ -133,8 +222,10 @@ def setting_tasks(setting, tokenizer):
         env.close()
 
 
-def test_bundled_grpo_batch(settings, ledgers, qwen_tok):
-    records = grpo_records(settings, qwen_tok)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_bundled_grpo_batch(vocab, request):
+    settings, ledgers, tok = run_of(request, vocab)
+    records = grpo_records(settings, tok)
     assert_same(records, ledgers, "grpo", rounding={"logprobs"}, copies=GROUP)
     for r in records:  # the trainer's mask is the ledger's over the whole row (prompt: 0)
         n = len(r["prompt_ids"])
@@ -176,7 +267,7 @@ def openrlhf_records(settings, tokenizer):
     for s in settings:
         executor = TIRAgentExecutor(lambda tok, s=s: tir_envs.make(
             s.env_id, **{**s.env_kwargs, "tokenizer": tok}))
-        engine = OpenRLHFEngine(ScriptedServer(tokenizer, s.scripts), tokenizer.eos_token_id)
+        engine = OpenRLHFEngine(server_for(tokenizer, s.scripts), tokenizer.eos_token_id)
 
         async def one(label):
             return await executor.execute(
@@ -199,37 +290,43 @@ def openrlhf_records(settings, tokenizer):
     return out
 
 
-def test_openrlhf_executor(settings, ledgers, qwen_tok):
-    records = openrlhf_records(settings, qwen_tok)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_openrlhf_executor(vocab, request):
+    settings, ledgers, tok = run_of(request, vocab)
+    records = openrlhf_records(settings, tok)
     assert_same(records, ledgers, "openrlhf")
     for r in records:
         assert r["scores"] == r["reward"]
 
 
 # ------------------------------------------------------------------------------ verl, TRL
-def venv_records(name: str, tmp_path: Path):
+def venv_records(name: str, tmp_path: Path, vocab: str):
     python = VENVS[name] / "bin" / "python"
     if not python.exists():
         pytest.skip(f"{VENVS[name].name} is not built; `make test-{name}` builds it (make test "
                     "does too)")
     out = tmp_path / f"{name}.json"
-    done = subprocess.run([str(python), "-m", f"tests.fixtures.{name}_parity", str(out)],
+    done = subprocess.run([str(python), "-m", f"tests.fixtures.{name}_parity", str(out), vocab],
                           cwd=ROOT, capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-4000:]
     return load(out)
 
 
-def test_verl_agent_loop_worker(ledgers, tmp_path):
-    records = venv_records("verl", tmp_path)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_verl_agent_loop_worker(vocab, request, tmp_path):
+    _, ledgers, _ = run_of(request, vocab)
+    records = venv_records("verl", tmp_path, vocab)
     assert_same(records, ledgers, "verl", rounding={"logprobs", "reward"})
     for r in records:  # verl's actor mask: the ledger's, then padding
         n = len(r["loss_mask"])
         assert r["trainer_mask"][:n] == r["loss_mask"] and not any(r["trainer_mask"][n:])
 
 
-def test_trl_grpo_trainer(ledgers, tmp_path):
-    records = venv_records("trl", tmp_path)
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_trl_grpo_trainer(vocab, request, tmp_path):
+    _, ledgers, _ = run_of(request, vocab)
+    records = venv_records("trl", tmp_path, vocab)
     assert_same(records, ledgers, "trl", rounding={"logprobs"}, copies=GROUP)
     for r in records:  # TRL's loss mask: completion mask x env mask
         assert r["trainer_mask"] == r["loss_mask"]

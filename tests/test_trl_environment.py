@@ -90,25 +90,30 @@ def trl_sequence(tok, question, tools, turns):
     return list(prompt), completion
 
 
+def capital_episode_drift(env) -> dict:
+    """Play the capital episode (one call, then the answer) in ``env`` (an
+    ``environment_factory`` instance) and measure TRL's rendering of it against the ledger."""
+    from tir_envs.envs.tool_use import tool_schema
+    env.reset(label="fr")
+    result = env.capital(country="France")
+    env.answer(answer="Paris")
+    tok = env._env.tokenizer
+    tools = [tool_schema(t) for t in env._env.tools.values()]
+    call = '<tool_call>\n{"name": "capital", "arguments": {"country": "France"}}\n</tool_call>'
+    prompt, completion = trl_sequence(
+        tok, TASKS[0]["question"], tools,
+        [(call + "<|im_end|>", {"role": "tool", "name": "capital", "content": result}),
+         ("<answer>Paris</answer><|im_end|>", None)])
+    return ledger_drift(env.trajectory, prompt, completion)
+
+
 def test_trl_rerendering_drifts_from_the_ledger(factory):
     """What TRL trains on under environment_factory is its own rendering (its prompt with the
     template's tools, the template's glue around results); measured against the env's ledger
     of the same episode, with the same generated text."""
-    from tir_envs.envs.tool_use import tool_schema
     env = factory()
     try:
-        env.reset(label="fr")
-        result = env.capital(country="France")
-        env.answer(answer="Paris")
-        traj = env.trajectory
-        tok = env._env.tokenizer
-        tools = [tool_schema(t) for t in env._env.tools.values()]
-        call = '<tool_call>\n{"name": "capital", "arguments": {"country": "France"}}\n</tool_call>'
-        prompt, completion = trl_sequence(
-            tok, TASKS[0]["question"], tools,
-            [(call + "<|im_end|>", {"role": "tool", "name": "capital", "content": result}),
-             ("<answer>Paris</answer><|im_end|>", None)])
-        measured = ledger_drift(traj, prompt, completion)
+        measured = capital_episode_drift(env)
         print("environment_factory drift (bundled Qwen2.5 template):", measured)
         assert measured["prompt_drift"] > 0  # TRL's prompt is not the env's
         assert measured["completion_drift"] >= 0

@@ -12,8 +12,8 @@ trl = pytest.importorskip("trl", reason="TRL is not installed here; run `make te
 torch = pytest.importorskip("torch")
 
 from tests.fixtures.trl_parity import tiny_qwen2  # noqa: E402
-from tests.test_trl_environment import TASKS, capital, trl_sequence  # noqa: E402
-from trainers.trl.environment import ledger_drift, make_environment_factory  # noqa: E402
+from tests.test_trl_environment import TASKS, capital, capital_episode_drift  # noqa: E402
+from trainers.trl.environment import make_environment_factory  # noqa: E402
 
 
 @pytest.fixture
@@ -48,20 +48,10 @@ def test_one_grpo_step_with_trls_tool_loop(tmp_path, tok):
 
 
 def test_drift_with_the_qwen25_template(tok):
-    from tir_envs.envs.tool_use import tool_schema
     env = make_environment_factory("tir/ToolUse-v0", tokenizer=tok, tasks=TASKS,
                                    tools=[capital])()
     try:
-        env.reset(label="fr")
-        result = env.capital(country="France")
-        env.answer(answer="Paris")
-        tools = [tool_schema(t) for t in env._env.tools.values()]
-        call = '<tool_call>\n{"name": "capital", "arguments": {"country": "France"}}\n</tool_call>'
-        prompt, completion = trl_sequence(
-            tok, TASKS[0]["question"], tools,
-            [(call + "<|im_end|>", {"role": "tool", "name": "capital", "content": result}),
-             ("<answer>Paris</answer><|im_end|>", None)])
-        measured = ledger_drift(env.trajectory, prompt, completion)
+        measured = capital_episode_drift(env)
         print("environment_factory drift (TRL's Qwen2.5 template):", measured)
         assert measured["prompt_drift"] > 0
     finally:

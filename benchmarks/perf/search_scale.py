@@ -19,10 +19,22 @@ For each size and backend, in a child process of its own (so peak RSS is that ba
 Then, over the largest Lucene index, the retrieval server under 64 and 256 concurrent
 clients: one worker, one with request batching, two worker processes (``server_load``: q/s, p50/p99, the queueing
 floor, mean batch, errors, wrong answers).
-Then ``growth_per_10x`` (each figure's ratio 10k → 100k) and a power-law projection to 1 M and
-21 M passages (wiki-18), labelled ``projected``: figures measured here at 10k and 100k only.
+Then ``growth_per_10x`` (each figure's ratio between the two largest sizes) and a power-law
+projection to 1 M and 21 M passages (wiki-18), labelled ``projected``.
+``--with-1m`` adds the 1 M size (and its server load test, ``server_load_1m`` lines on stderr:
+64 and 256 clients, p50/p99 against the queueing floor, errors and wrong answers).
+
+Dense (``dense``): at ``--dense-size`` passages, faiss ``Flat`` (exact) and the approximate
+IVF, HNSW and PQ indexes built from the same embeddings by ``tir-envs index build --backend
+dense``, each with its build time, file size, search-only p50 (queries encoded beforehand, so
+the figure is faiss's, not the encoder's) and ``recall@10_vs_flat``: the share of the exact
+top 10 each approximate index returns, over the settings ``nprobe`` / ``efSearch``.  The
+encoder is ``--dense-model`` (a local folder), else a random 1-layer BERT (hidden 64) over the
+shipped Qwen2.5 vocabulary built in code: its embeddings are crowded (random weights), which
+makes approximate search harder than over a trained encoder's, so its recall is pessimistic.
 
     python benchmarks/perf/search_scale.py [--sizes 10000 100000] [--threads 2]
+    python benchmarks/perf/search_scale.py --with-1m           # 10k, 100k and 1M (an hour+)
     PERF_QUICK=1 python benchmarks/perf/search_scale.py      # 2,000 passages, seconds
 """
 
@@ -222,8 +234,102 @@ def server_load(index: Path, queries: list[str], clients: int, per_client: int,
             "p50_ms": round(float(np.percentile(lat, 50)), 1),
             "p99_ms": round(float(np.percentile(lat, 99)), 1),
             "queueing_floor_ms": round(clients / qps * 1000, 1),
+            "p99_over_floor": round(float(np.percentile(lat, 99)) / (clients / qps * 1000), 2),
             "errors": len(errors), "wrong_answers": len(wrong),
             "loadavg": round(os.getloadavg()[0], 2)}
+
+
+def tiny_encoder(folder: Path, hidden: int = 64) -> Path:
+    """A random 1-layer BERT over the shipped Qwen2.5 vocabulary, saved as a local encoder."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from tir_envs.tokenizer import qwen25_tokenizer
+    tok = qwen25_tokenizer()
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=1,
+                        num_attention_heads=4, intermediate_size=2 * hidden,
+                        max_position_embeddings=512, pad_token_id=tok.pad_token_id)
+    BertModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def dense_specs(n: int, dim: int) -> list[tuple[str, dict, list[dict]]]:
+    """``(faiss factory string, build settings, search settings to sweep)`` for ``n``
+    passages of ``dim`` dimensions: IVF with about 4·sqrt(n) lists, PQ of 4 dimensions a byte
+    (``np``: without faiss's polysemous training, which only its Hamming-filtered search uses
+    and which took ~3 s per sub-quantiser here)."""
+    nlist = 2 ** max(3, round(math.log2(4 * math.sqrt(n))))
+    m = max(1, dim // 4)
+    probes = [{"nprobe": p} for p in (1, 4, 16) if p <= nlist]
+    return [("Flat", {}, [{}]),
+            (f"IVF{nlist},Flat", {}, probes),
+            ("HNSW32", {}, [{"efSearch": e} for e in (16, 64, 256)]),
+            (f"PQ{m}np", {}, [{}]),
+            (f"IVF{nlist},PQ{m}np", {}, probes)]
+
+
+def one_dense(corpus: Path, out: Path, model: str | None) -> dict:
+    """Every dense index over ``corpus``, measured against ``Flat`` (run in a child process)."""
+    from tir_envs.tools.search import build_index
+    from tir_envs.tools.search.corpus import read_manifest
+    from tir_envs.tools.search.dense import DenseRetriever
+    from tir_envs.tools.search.encoder import Encoder
+    tasks, _ = questions_and_golds()
+    queries = [t.question for t in tasks]
+    model = model or str(tiny_encoder(out / "tiny-encoder"))
+    encoder = Encoder(model)
+    vectors = encoder.encode(queries)
+    n = sum(1 for _ in corpus.open())
+    report: dict = {"passages": n, "dim": encoder.dim, "encoder": model, "indexes": {}}
+    exact = None
+    for spec, build, sweep in dense_specs(n, encoder.dim):
+        t = time.perf_counter()
+        folder = build_index(corpus, out / spec.replace(",", "_"), backend="dense", model=model,
+                             faiss_index=spec, **build)
+        entry = {"build_s": round(time.perf_counter() - t, 2),
+                 "faiss_mb": round((folder / "index.faiss").stat().st_size / 2**20, 2),
+                 "trained_on": read_manifest(folder)["trained_on"], "settings": []}
+        for params in sweep:
+            r = DenseRetriever.load(folder, **params)
+            lat = []
+            for v in vectors:
+                t = time.perf_counter()
+                r.index.search(v[None], K)
+                lat.append(time.perf_counter() - t)
+            ids = r.index.search(vectors, K)[1]
+            exact = ids if exact is None else exact
+            p50 = float(np.percentile(np.array(lat) * 1000, 50))
+            entry["settings"].append({
+                **params, "p50_ms": round(p50, 3), "qps_median": round(1000 / p50, 1),
+                "recall@10_vs_flat": round(float(np.mean(
+                    [len(set(a) & set(e)) / K for a, e in zip(ids, exact)])), 4),
+                **recall(tasks, r.batch_search(queries, K))})
+        report["indexes"][spec] = entry
+    report["peak_rss_mb"] = rss_mb(resource.RUSAGE_SELF)
+    return report
+
+
+def run_dense_child(corpus: Path, out: Path, model: str | None) -> dict:
+    cmd = [sys.executable, __file__, "--child", "dense", "--corpus", str(corpus),
+           "--out", str(out)] + (["--dense-model", model] if model else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_server_load(rows: list[dict], passages: int) -> None:
+    """The server load figures as lines on stderr (the JSON on stdout has them too)."""
+    label = f"{passages // 1_000_000}m" if passages >= 1_000_000 else f"{passages // 1000}k"
+    for r in rows:
+        server = f"{r['workers']} worker(s)" + (", batching" if r["batching"] else "")
+        print(f"server_load_{label}: {r['clients']} clients, {server}: {r['qps']} q/s, p50 "
+              f"{r['p50_ms']} ms, p99 {r['p99_ms']} ms, queueing floor "
+              f"{r['queueing_floor_ms']} ms (p99/floor {r['p99_over_floor']}), errors "
+              f"{r['errors']}, wrong answers {r['wrong_answers']} of {r['requests']} checked",
+              file=sys.stderr)
 
 
 PROJECTED = ("build_s", "index_mb", "build_peak_rss_mb", "serve_peak_rss_mb", "p50_ms")
@@ -251,10 +357,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--backends", nargs="+", default=None)
     parser.add_argument("--clients", type=int, nargs="*", default=pick([64, 256], [8]),
                         help="server load test on the largest Lucene index")
+    parser.add_argument("--with-1m", action="store_true",
+                        help="measure 10k, 100k and 1M passages (the 1M server load included)")
+    parser.add_argument("--dense-size", type=int, default=pick(10_000, 1_000),
+                        help="passages for the dense (faiss) comparison; 0: skip it")
+    parser.add_argument("--dense-model", help="local encoder folder for the dense comparison "
+                                              "(default: a random tiny encoder built in code)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.with_1m:
+        args.sizes = sorted(set(args.sizes) | {10_000, 100_000, 1_000_000})
+    if args.child == "dense":
+        result = one_dense(Path(args.corpus), Path(args.out), args.dense_model)
+        print(json.dumps(result))
+        return result
     if args.child:
         result = one_backend(args.child, Path(args.corpus), Path(args.out), args.threads)
         print(json.dumps(result))
@@ -285,11 +403,18 @@ def main(argv: list[str] | None = None) -> dict:
         largest = Path(tmp) / f"lucene-{max(args.sizes)}"
         if "lucene" in backends and largest.is_dir() and args.clients:
             queries = [t.question for t in tasks]
+            report["server_load_passages"] = max(args.sizes)
             report["server_load"] = [server_load(largest, queries, c,
                                                  max(5, pick(1280, 40) // c), args.threads,
                                                  batching, workers)
                                      for c in args.clients
                                      for batching, workers in ((False, 1), (True, 1), (False, 2))]
+            print_server_load(report["server_load"], max(args.sizes))
+        if args.dense_size:
+            corpus = Path(tmp) / f"dense-corpus-{args.dense_size}.jsonl"
+            write_corpus(corpus, args.dense_size, model, golds)
+            report["dense"] = run_dense_child(corpus, Path(tmp) / "dense", args.dense_model)
+            report["dense"]["loadavg"] = round(os.getloadavg()[0], 2)
     sizes = sorted(report["sizes"])
     if len(sizes) >= 2:
         report["model"] = "figure(N) = figure(largest measured) * growth_per_10x ** log10(N / " \

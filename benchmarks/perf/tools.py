@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.perf.quick import pick  # noqa: E402
+from benchmarks.perf.servers import start, stop  # noqa: E402
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer
@@ -144,10 +145,11 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
               "tools": ["bench_tools:capital"], "max_turns": 10 ** 6,
               "max_total_tokens": 10 ** 7}
     port = _free_port()
-    proc = _start([sys.executable, "-m", "tir_envs.cli", "serve", "openenv", "tir/ToolUse-v0",
-                  "--env-arg", "tasks=" + json.dumps(kwargs["tasks"]), "--env-arg",
-                  'tools=["bench_tools:capital"]', "--env-arg", "max_turns=1000000",
-                  "--env-arg", "max_total_tokens=10000000", "--port", str(port)], folder, port)
+    proc = start([sys.executable, "-m", "tir_envs.cli", "serve", "openenv", "tir/ToolUse-v0",
+                 "--env-arg", "tasks=" + json.dumps(kwargs["tasks"]), "--env-arg",
+                 'tools=["bench_tools:capital"]', "--env-arg", "max_turns=1000000",
+                 "--env-arg", "max_total_tokens=10000000", "--port", str(port)], folder, port,
+                 timeout=180)
     local = tir_envs.make("tir/ToolUse-v0", **kwargs).unwrapped
     action = local.codec.encode(local.protocol.render_call("capital", "France"))
 
@@ -166,8 +168,7 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
         t = asyncio.run(main())
     finally:
         local.close()
-        proc.terminate()
-        proc.wait(30)
+        stop(proc)
     return {"direct_step_ms": t["direct"] * 1e3, "served_step_ms": t["served"] * 1e3,
             "served_minus_direct_ms": (t["served"] - t["direct"]) * 1e3,
             "ratio": t["served"] / t["direct"]}
@@ -178,23 +179,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _start(argv: list[str], folder: Path, port: int) -> subprocess.Popen:
-    """``argv`` (a server on ``port``), once its ``/health`` answers."""
-    import urllib.request
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(folder)])}
-    proc = subprocess.Popen(argv, env=env, cwd=folder, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the OpenEnv server did not start")
 
 
 def main() -> None:

@@ -53,11 +53,20 @@ class ProbeContext:
 
     def answer(self, text: str) -> str:
         """``text`` written as this protocol's final answer."""
-        return self.protocol.render_answer(text)
+        return self.lead() + self.protocol.render_answer(text)
 
     def call(self, tool: str, body: str) -> str:
         """A call of ``tool`` with main input ``body``, in this protocol's format."""
-        return self.protocol.render_call(tool, body)
+        return self.lead() + self.protocol.render_call(tool, body)
+
+    def lead(self) -> str:
+        """The close of a reasoning block the prompt leaves open (a family that prefills its
+        opener: DeepSeek R1): an honest action closes it first, else all it writes is
+        reasoning, which is never graded (and the baseline would score a format penalty)."""
+        chat = getattr(self.env, "chat", None)
+        if chat is None or not chat.opens_reasoning:
+            return ""
+        return chat.renderer.reasoning.close + "\n\n"
 
     def call_with(self, tool: str, arguments: dict[str, Any]) -> str | None:
         """A call of ``tool`` with these ``arguments``, in this protocol's format, or ``None``

@@ -25,6 +25,9 @@ RENDERERS_FAMILIES: dict[str, tuple[str, Reasoning | None, bool]] = {
     "qwen3": ("Qwen3RendererConfig", Reasoning("<think>", "</think>"), True),  # reference only
     "llama-3": ("Llama3RendererConfig", None, False),
     "deepseek-v3": ("DeepSeekV3RendererConfig", None, False),
+    # R1 always reasons (its generation prompt prefills ``<think>\n``); its template strips
+    # earlier reasoning, which the ledger's "all" retention never does (bench --as-served does)
+    "deepseek-r1": ("DeepSeekR1RendererConfig", Reasoning("<think>", "</think>"), False),
     "glm-4.5": ("GLM45RendererConfig", Reasoning("<think>", "</think>"), True),
 }
 
@@ -141,11 +144,16 @@ class RenderersAdapter(ChatRenderer):
         if self.reasoning is not None and self.thinking == "on":
             msg["reasoning_content"] = f"I call {calls[0][0]}."
         full = self.impl.render_ids(base + [msg], tools=self._tools)
-        if full[:len(prompt)] != prompt:
-            raise RendererRefused(f"{self.family}: cannot isolate an assistant turn")
-        turn, stops = list(full[len(prompt):]), set(self.stop_token_ids())
+        head, lead = len(prompt), ""
+        if full[:head] != prompt:  # a prefilled reasoning opener (R1) the history drops:
+            head = next(i for i, (a, b) in enumerate(zip(prompt, full + [None])) if a != b)
+            prefill = self.tokenizer.decode(prompt[head:], skip_special_tokens=False)
+            if self.reasoning is None or prefill.strip() != self.reasoning.open:
+                raise RendererRefused(f"{self.family}: cannot isolate an assistant turn")
+            lead = f"I call {calls[0][0]}.{self.reasoning.close}\n\n"  # the block's close
+        turn, stops = list(full[head:]), set(self.stop_token_ids())
         end = next((i + 1 for i, t in enumerate(turn) if t in stops), len(turn))
-        return self.tokenizer.decode(turn[:end], skip_special_tokens=False)
+        return lead + self.tokenizer.decode(turn[:end], skip_special_tokens=False)
 
 
 def _wire(messages: list[Message]) -> list[Message]:

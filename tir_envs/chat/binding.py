@@ -29,6 +29,10 @@ class ChatBinding:
         self.native = False  # the protocol's tools are rendered and parsed by the family
         self._opens = False  # the context ends inside a reasoning block (a prefilled opener)
         self.last_messages: list[Message] = []
+        # the episode as a chat API holds it (``tir_envs.chat.served``): messages, tools
+        self.conversation: list[Message] = []
+        self.served_tools: list[dict] | None = None
+        self.served_render: Any = None
 
     @classmethod
     def build(cls, tokenizer: Any, codec: Any, protocol: Any, renderer: Any = None,
@@ -55,6 +59,7 @@ class ChatBinding:
         tools = schemas if self.native else None
         ids = self.renderer.prompt_ids(messages, tools)
         self._opens = self._opens_reasoning(ids)
+        self.conversation, self.served_tools = list(messages), tools
         return ids
 
     # -- a turn ------------------------------------------------------------------------
@@ -64,6 +69,11 @@ class ChatBinding:
         if r is None:
             return text
         return blank_reasoning(text, r, self._opens)
+
+    @property
+    def opens_reasoning(self) -> bool:
+        """Whether the context ends inside a reasoning block (a prefilled opener)."""
+        return self._opens
 
     def reasoning_left_open(self, text: str) -> bool:
         r = self.renderer.reasoning
@@ -111,7 +121,15 @@ class ChatBinding:
             ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
         self._opens = self._opens_reasoning(list(context_ids) + list(completion_ids) + ids)
         self.last_messages = messages  # what was framed (after the budget's cut), for checks
+        self.conversation += [self._assistant(completion_ids), *messages]
         return ids, dropped
+
+    def _assistant(self, completion_ids: Sequence[int]) -> Message:
+        """The sampled turn as a chat client sends it back: its text, end-of-turn id dropped."""
+        ids = list(completion_ids)
+        if ids and ids[-1] in self.renderer.stop_token_ids():
+            ids = ids[:-1]
+        return {"role": "assistant", "content": self.codec.decode(ids)}
 
     def _cut(self, text: str, excess: int) -> tuple[str, int]:
         """``text`` shortened by about ``excess`` tokens in the middle (head and tail kept, a

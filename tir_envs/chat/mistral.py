@@ -8,6 +8,12 @@ JSON, as Mistral serves it).  Calls are ``[TOOL_CALLS][{"name", "arguments", "id
 policy writes the call id and the result carries it back.  A call without a usable id gets
 ``MISSING_CALL_ID`` (mistral-common refuses a result without one).  The assistant turn ends with
 ``</s>``: when the policy did not sample it, the env adds it (loss mask 0).
+
+Tool output is untrusted: a tool result whose encoding holds a control id its framing does not
+(text spelling ``[INST]`` or ``</s>`` that a tokenizer matched as the control token) has its
+content re-encoded as text, each control token's spelling one character at a time
+(``_untrusted``).  mistral-common 1.13's Tekken encoder never matches control text, so this
+changes nothing there; it makes the property the env's own, whatever the library version.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from tir_envs.formats.json_calls import decode_json
 
 TOOL_CALLS = "[TOOL_CALLS]"
 MISSING_CALL_ID = "000000000"
+_SENTINEL = "TIRUNTRUSTEDCONTENT"
 _ID = re.compile(r"^[a-zA-Z0-9]{9}$")
 
 
@@ -54,17 +61,51 @@ class MistralRenderer(ChatRenderer):
 
     def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                    messages: list[Message]) -> list[int]:
-        from mistral_common.protocol.instruct.messages import ToolMessage
-
         if self.eos in completion_ids[:-1]:
             raise RendererRefused("the completion goes on after </s>: stop at the end-of-turn id")
         out = [] if completion_ids and completion_ids[-1] == self.eos else [self.eos]
         for m in messages:
             if m.get("role") != "tool":
                 raise RendererRefused(f"an episode adds only tool messages, got {m.get('role')!r}")
-            msg = ToolMessage(content=m["content"], tool_call_id=m.get("tool_call_id")
-                              or MISSING_CALL_ID, name=m.get("name"))
-            out += list(self.instruct.encode_tool_message(msg, False)[0])
+            out += self._untrusted(m)
+        return out
+
+    def _tool_ids(self, m: Message, content: str) -> list[int]:
+        from mistral_common.protocol.instruct.messages import ToolMessage
+
+        msg = ToolMessage(content=content, tool_call_id=m.get("tool_call_id") or MISSING_CALL_ID,
+                          name=m.get("name"))
+        return list(self.instruct.encode_tool_message(msg, False)[0])
+
+    def _untrusted(self, m: Message) -> list[int]:
+        """The tool message's ids, its content holding no control id: the render with a
+        sentinel content gives the framing's own control ids; any more in the real render came
+        from the content, which is then re-encoded as text between the same glue."""
+        ids, glue = self._tool_ids(m, m["content"]), self._tool_ids(m, _SENTINEL)
+        special = self.instruct.tokenizer.is_special
+        if sorted(i for i in ids if special(i)) == sorted(i for i in glue if special(i)):
+            return ids
+        head = 0
+        while head < min(len(ids), len(glue)) and ids[head] == glue[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(ids), len(glue)) - head and ids[-1 - tail] == glue[-1 - tail]:
+            tail += 1
+        middle = self.tokenizer.decode(ids[head:len(ids) - tail], skip_special_tokens=False)
+        return ids[:head] + self._plain(middle) + ids[len(ids) - tail:]
+
+    def _plain(self, text: str) -> list[int]:
+        """``text`` as ordinary tokens: a control id the encoder matched is replaced by its
+        spelling, one character at a time."""
+        inner = self.instruct.tokenizer
+        out: list[int] = []
+        for i in inner.encode(text, bos=False, eos=False):
+            if not inner.is_special(i):
+                out.append(i)
+                continue
+            for ch in inner.id_to_piece(i):
+                out += [j for j in inner.encode(ch, bos=False, eos=False)
+                        if not inner.is_special(j)]
         return out
 
     def stop_token_ids(self) -> tuple[int, ...]:

@@ -1,7 +1,8 @@
 """Which renderer a tokenizer gets: by family name (``renderer=``), else detected.
 
 Families with a renderer: ``qwen3`` (thinking on/off; our own, ``tir_envs.chat.qwen3``);
-``llama-3``, ``deepseek-v3``, ``glm-4.5`` (thinking on/off) through PyPI ``renderers``; ``mistral`` through
+``llama-3``, ``deepseek-v3``, ``deepseek-r1`` (always reasoning: pass ``renderer=
+"deepseek-r1"``, its vocabulary is V3's), ``glm-4.5`` (thinking on/off) through PyPI ``renderers``; ``mistral`` through
 ``mistral-common``; ``template``: the tokenizer's own chat template with sentinel glue, only if
 ``probe_template`` proves it prefix-stable (the bundled ChatML is).  ``gpt-oss`` is not offered:
 its Harmony encoder downloads its vocabulary at first use, which a closed machine cannot do.
@@ -18,7 +19,8 @@ from tir_envs.chat.template import TemplateRenderer, probe_template
 
 #: family -> thinking modes it has (empty: no switch)
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "qwen3": ("on", "off"), "llama-3": (), "deepseek-v3": (), "glm-4.5": ("on", "off"),
+    "qwen3": ("on", "off"), "llama-3": (), "deepseek-v3": (), "deepseek-r1": (),
+    "glm-4.5": ("on", "off"),
     "mistral": (), "template": (),
 }
 THINKING = ("on", "off")

@@ -25,8 +25,8 @@ from tir_envs.task import Task
 class AutoTIREnv(TIREnv):
     """AutoTIR environment (see the module docstring).
 
-    Tools (``tir_envs.envs.tooling``): ``retriever``/``search_backend``/``topk`` for search,
-    ``backend``/``stateful`` for Python, ``tool_timeout_s``: one number for both or a dict by
+    Tools (``tir_envs.envs.tooling``): ``index`` or ``retriever``, ``search_backend``,
+    ``topk`` for search, ``backend``/``stateful`` for Python, ``tool_timeout_s``: one number for both or a dict by
     tool name.  Reward: ``reward`` (an ``AutoTIRReward``), or one built from ``w_act``,
     ``w_out``, ``wrong_tool`` (the paper's penalty, -1), ``no_tool`` (knowledge or math task
     answered without a tool: 0), ``grader`` and ``output_reward`` (``"paper"``: eq. 5's

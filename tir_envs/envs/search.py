@@ -22,8 +22,9 @@ from tir_envs.rewards.qa import QAReward
 class SearchEnv(TIREnv):
     """Search-R1 QA environment (see the module docstring).
 
-    The search tool: ``retriever``, ``search_backend``, ``topk``, ``tool_timeout_s``
-    (``tir_envs.envs.tooling``; default: the cached HotpotQA paragraph index, top 3, 30 s).
+    The search tool: ``index`` (a folder or server URL, e.g. wiki-18's) or ``retriever``,
+    ``search_backend``, ``topk``, ``tool_timeout_s`` (``tir_envs.envs.tooling``; default: the
+    cached HotpotQA paragraph index, top 3, 30 s).
     ``tasks``: Tasks/dicts, a shipped QA set name (``hotpotqa_distractor``, ``nq``, ...),
     or a QA JSONL/Parquet path.  ``metric``: ``"em"`` (Search-R1) or ``"f1"``; both are logged.
     ``prompt_template``: the user message, with ``{question}``.

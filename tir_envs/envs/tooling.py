@@ -11,6 +11,9 @@ keyword                   default    meaning
 ``retriever``             ``None``   a ``Retriever``, an index folder, a retrieval-
                                      server URL or a factory; ``None``: the shipped
                                      HotpotQA paragraph index
+``index``                 ``None``   an index folder or retrieval-server URL (the
+                                     papers' wiki-18 index; Search-R1's ``index_path``
+                                     / ``retriever_url``); give it or ``retriever``
 ``search_backend``        ``auto``   ``lucene``, ``bm25`` or ``auto`` (Lucene when Java
                                      21 is there)
 ``topk``                  3          documents per search
@@ -28,6 +31,7 @@ keywords then reach ``TIREnv`` and are refused there, by name).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from tir_envs.tools.base import Tool
@@ -43,6 +47,7 @@ class SearchConfig:
     """The search tool's keywords (see the module table)."""
 
     retriever: RetrieverSource | None = None
+    index: str | Path | None = None
     search_backend: str = "auto"
     topk: int = 3
     timeout_s: float = DEFAULT_TIMEOUTS["search"]
@@ -51,11 +56,25 @@ class SearchConfig:
         """The ``search`` tool, its source checked now so a wrong backend, folder or missing
         extra fails at construction, not at the first search."""
         from tir_envs.tools.search.backends import check_source
-        check_source(self.retriever, self.search_backend)
-        retriever = self.retriever
+        retriever = self.source
+        check_source(retriever, self.search_backend)
         if retriever is None:
             retriever = _default_retriever(self.search_backend)
         return SearchTool(retriever, topk=self.topk, timeout_s=self.timeout_s)
+
+    @property
+    def source(self) -> RetrieverSource | None:
+        """What to search: ``index`` or ``retriever`` (one of them), ``None`` for the default."""
+        if self.index is None:
+            return self.retriever
+        if self.retriever is not None:
+            raise ValueError("give the search index once: index= (an index folder or server "
+                             "URL) or retriever= (that, or a Retriever object), not both")
+        if not isinstance(self.index, (str, Path)):
+            raise TypeError(f"index must be an index folder or a retrieval-server URL, got "
+                            f"{type(self.index).__name__}; pass a Retriever object as "
+                            "retriever=")
+        return str(self.index)
 
 
 @dataclass(frozen=True)
@@ -73,7 +92,7 @@ class PythonConfig:
                           stateful=self.stateful, error_style=error_style)
 
 
-_CONFIGS = {"search": (SearchConfig, ("retriever", "search_backend", "topk")),
+_CONFIGS = {"search": (SearchConfig, ("retriever", "index", "search_backend", "topk")),
             "python": (PythonConfig, ("backend", "stateful"))}
 
 

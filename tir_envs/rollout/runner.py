@@ -119,11 +119,13 @@ class Episode:
                                      stop_token_ids=tuple(dict.fromkeys(
                                          (*sampling.stop_token_ids,
                                           *self.limits.stop_token_ids))))
+        ids = list(self.trajectory.input_ids)
+        if self.runner.prompt_view is not None:  # not the policy's failure if it raises
+            ids = self.runner.prompt_view(self.env.base, ids)
         t0 = time.perf_counter()
         before = getattr(policy, "version", None)  # the weights this call starts with
         try:
-            gen = await policy.generate(list(self.trajectory.input_ids), list(self.limits.stop),
-                                        params)
+            gen = await policy.generate(ids, list(self.limits.stop), params)
             _check_generation(gen, policy)
         except PolicyError:
             raise
@@ -207,16 +209,20 @@ class EpisodeRunner:
     new env (one per concurrent episode, reused across episodes, closed by ``aclose``), or a
     list of env instances (at most ``len(env)`` episodes at once; reused and left open).
     ``sampling``: the default ``SamplingParams`` of ``run``; ``episode_timeout_s``: the
-    wall-clock limit of one episode (``None``: none).
+    wall-clock limit of one episode (``None``: none).  ``prompt_view(env, ledger_ids)``: the
+    ids the policy is given instead of the ledger's context (``tir_envs.chat.served.
+    served_prompt``: the conversation as a server re-renders it); the ledger is unchanged.
     """
 
     def __init__(self, env: EnvSpec, *, env_kwargs: dict[str, Any] | None = None,
                  sampling: SamplingParams | None = None,
-                 episode_timeout_s: float | None = None):
+                 episode_timeout_s: float | None = None,
+                 prompt_view: Callable[[Any, list[int]], list[int]] | None = None):
         check_positive_number(episode_timeout_s=episode_timeout_s, unit="seconds",
                               allow_none=True)
         self.sampling = sampling or SamplingParams()
         self.episode_timeout_s = episode_timeout_s
+        self.prompt_view = prompt_view
         self._pool = _EnvPool(env, env_kwargs)
         self._checked: Any = None
 

@@ -62,7 +62,7 @@ def make_rollout_func(env_id: str, generate: Any = "transformers",
     policies: dict[int, Any] = {}
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        tokenizer = text_tokenizer(trainer.processing_class)
         env = served(config, tokenizer)
         tasks = [env.task(_label(p)) for p in prompts]
         key = id(trainer)
@@ -72,6 +72,18 @@ def make_rollout_func(env_id: str, generate: Any = "transformers",
         return to_trl(trajs, tokenizer.pad_token_id)
 
     return rollout_func
+
+
+def text_tokenizer(processing_class: Any) -> Any:
+    """The tokenizer inside a processor (a multimodal ``ProcessorMixin`` holds it as
+    ``.tokenizer``), or the processing class itself.  A tokenizer is never unwrapped: Mistral's
+    ``MistralCommonBackend`` has a ``.tokenizer`` too (mistral-common's own object), which no
+    env can take."""
+    from transformers import ProcessorMixin
+
+    if isinstance(processing_class, ProcessorMixin):
+        return processing_class.tokenizer
+    return processing_class
 
 
 def to_trl(trajectories: Sequence[Trajectory], pad_token_id: int) -> dict[str, list]:

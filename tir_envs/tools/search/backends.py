@@ -1,7 +1,8 @@
 """Choosing a backend: open any index or server by its path or URL, build any kind of index.
 
 ``open_retriever("idx/")`` reads the index's manifest (or recognises a plain Lucene folder);
-``open_retriever("http://127.0.0.1:8000")`` gives the HTTP client.  ``shared_retriever``
+``open_retriever("http://127.0.0.1:8000")`` gives the HTTP client, and a comma-separated list
+of URLs (replicas of one index) a client spreading its searches over them.  ``shared_retriever``
 returns one open retriever per index per process, so many environments share one searcher.
 """
 
@@ -62,6 +63,10 @@ def open_retriever(source: Any, backend: str | None = None, **kwargs: Any) -> Re
     if isinstance(source, Retriever):
         return source
     if isinstance(source, str) and source.startswith(("http://", "https://")):
+        from tir_envs.tools.search.spread import SpreadRetriever, split_urls
+        urls = split_urls(source)
+        if len(urls) > 1:  # replicas of one index: searches spread over them
+            return SpreadRetriever(urls, **kwargs)
         from tir_envs.tools.search.client import HttpRetriever
         return HttpRetriever(source, **kwargs)
     if not isinstance(source, (str, Path)):
@@ -95,14 +100,15 @@ def shared_retriever(source: str | Path) -> Retriever:
 def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
                 overwrite: bool = False, **kwargs: Any) -> Path:
     """Index the JSONL ``corpus`` into ``out`` with ``backend`` (``auto``: see
-    ``auto_backend``).  Backend options: lucene ``threads``; dense ``model``, ``pooling``,
+    ``auto_backend``).  Backend options: lucene ``threads``; dense ``model``, ``faiss_index``
+    (a faiss factory string), ``train_size``, ``nprobe``, ``ef_search``, ``pooling``,
     ``query_prefix``, ``passage_prefix``, ``batch_size``, ``device``."""
     backend = auto_backend() if backend == "auto" else backend
     if backend == "lucene":
         from tir_envs.tools.search.lucene import build_lucene_index
         return build_lucene_index(corpus, out, overwrite=overwrite, **kwargs)
     if backend == "bm25":
-        from tir_envs.tools.search.bm25 import build_bm25_index
+        from tir_envs.tools.search.bm25_build import build_bm25_index
         return build_bm25_index(corpus, out, overwrite=overwrite, **kwargs)
     if backend == "dense":
         if not kwargs.get("model"):
@@ -111,3 +117,24 @@ def build_index(corpus: str | Path, out: str | Path, backend: str = "auto",
         from tir_envs.tools.search.dense import build_dense_index
         return build_dense_index(corpus, out, overwrite=overwrite, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; choose one of auto, {', '.join(BACKENDS)}")
+
+
+#: manifest fields that say which index a run searched (its size, what it was built from)
+_INDEX_FIELDS = ("backend", "num_docs", "corpus", "model", "faiss_index", "imported")
+
+
+def describe_index(source: str | Path) -> dict[str, Any]:
+    """Which index ``source`` is, for a run's record: an index folder's path and manifest
+    facts (backend, passages, corpus, encoder), or a server's URL and what ``/health`` says.
+    Read without opening the index (no JVM, no model)."""
+    text = str(source)
+    if text.startswith(("http://", "https://")):
+        from tir_envs.tools.search.spread import SpreadRetriever, split_urls
+        health = SpreadRetriever(split_urls(text), timeout_s=10).info()
+        return {"url": text, **{k: health[k] for k in _INDEX_FIELDS if k in health}}
+    from tir_envs.tools.search.corpus import read_manifest
+    path = Path(source).resolve()
+    backend = detect_backend(path)
+    manifest = read_manifest(path) or {}
+    return {"path": str(path), "backend": backend,
+            **{k: manifest[k] for k in _INDEX_FIELDS[1:] if k in manifest}}

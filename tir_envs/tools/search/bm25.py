@@ -3,35 +3,42 @@
 For users who cannot run a JVM, and for small corpora where a separate runtime is overkill.
 Scores use Lucene's BM25 variant (``bm25s`` method ``lucene``, ``k1=0.9``, ``b=0.4`` as in
 Anserini); the analyzer differs from Lucene's (``bm25s`` tokens are 2+ word characters, Snowball
-stemming), so rankings are close to, not identical with, the Lucene backend.  The whole corpus
-is held in memory; for Wikipedia-sized corpora use the Lucene backend.
+stemming), so rankings are close to, not identical with, the Lucene backend.  The index is
+built by streaming the corpus (``bm25_build``); searching holds the score matrix and the
+documents in memory, or maps both (``load(mmap=True)``).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from tir_envs.tools.search.corpus import (CorpusStats, building, folder_bytes, iter_corpus,
-                                          normalize_docs, peak_rss_mb, read_manifest,
-                                          write_jsonl, write_manifest)
+from tir_envs.tools.search.corpus import normalize_docs, read_manifest
 from tir_envs.tools.search.lucene import B, K1
+from tir_envs.tools.search.mapped_docs import MappedDocs
 from tir_envs.tools.search.retriever import Hit, Retriever, check_k
 
 _HINT = "the in-process BM25 backend needs `pip install 'tir-envs[search]'` (bm25s, PyStemmer)"
 
 
-def _modules():
+def bm25_modules():
     try:
         import bm25s
         import Stemmer
     except ImportError as exc:
         raise ImportError(f"{_HINT}; missing {exc.name}") from None
     return bm25s, Stemmer
+
+
+def tokenize(texts: Sequence[str], stem: Any, ids: bool = False):
+    """Lower-cased words of 2+ characters, English stopwords removed, Snowball-stemmed: how
+    both the index build and a query split text (token lists, or bm25s ids with ``ids``)."""
+    bm25s, _ = bm25_modules()
+    return bm25s.tokenize(list(texts), lower=True, stopwords="en", stemmer=stem,
+                          return_ids=ids, show_progress=False)
 
 
 class BM25Retriever(Retriever):
@@ -41,7 +48,7 @@ class BM25Retriever(Retriever):
 
     def __init__(self, docs: Sequence[dict[str, str]], model: Any = None,
                  k1: float = K1, b: float = B):
-        bm25s, Stemmer = _modules()
+        bm25s, Stemmer = bm25_modules()
         self._bm25s = bm25s
         self._stem = Stemmer.Stemmer("english").stemWords
         if isinstance(docs, MappedDocs):
@@ -66,7 +73,7 @@ class BM25Retriever(Retriever):
         """Open a folder written by ``build_bm25_index``.  ``mmap``: memory-map the score
         matrix (bm25s) and the documents (read from ``docs.jsonl`` per hit) instead of
         loading them, so many processes share one copy in the page cache."""
-        bm25s, _ = _modules()
+        bm25s, _ = bm25_modules()
         index = Path(index)
         manifest = read_manifest(index) or {}
         if manifest.get("backend") != "bm25":
@@ -79,8 +86,7 @@ class BM25Retriever(Retriever):
         return cls(docs, model=bm25s.BM25.load(str(index / "bm25s")))
 
     def _tokenize(self, texts: Sequence[str], ids: bool = False):
-        return self._bm25s.tokenize(list(texts), lower=True, stopwords="en", stemmer=self._stem,
-                                    return_ids=ids, show_progress=False)
+        return tokenize(texts, self._stem, ids)
 
     @property
     def num_docs(self) -> int:
@@ -111,58 +117,3 @@ class BM25Retriever(Retriever):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "k1": self.k1, "b": self.b}
-
-
-class MappedDocs:
-    """The documents of a ``docs.jsonl`` read in place through ``mmap``: 8 bytes a document
-    (its line offset) in process memory, the text in the shared page cache."""
-
-    def __init__(self, path: Path):
-        import mmap
-        with open(path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        ends = np.flatnonzero(np.frombuffer(self._map, dtype=np.uint8) == ord("\n")) + 1
-        self._starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-        self._ends = ends.astype(np.int64)
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def record(self, i: int) -> dict[str, str]:
-        return json.loads(self._map[self._starts[i]:self._ends[i]])
-
-    def view(self, name: str) -> "_FieldView":
-        return _FieldView(self, name)
-
-
-class _FieldView:
-    """``docs.view("id")[i]``: one field of document ``i``, parsed when asked for."""
-
-    def __init__(self, docs: MappedDocs, name: str):
-        self._docs, self._name = docs, name
-
-    def __len__(self) -> int:
-        return len(self._docs)
-
-    def __getitem__(self, i: int) -> str:
-        return self._docs.record(int(i))[self._name]
-
-
-def build_bm25_index(corpus: str | Path, out: str | Path, overwrite: bool = False,
-                     k1: float = K1, b: float = B, skip_bad: bool = False,
-                     progress: bool = False) -> Path:
-    """Index the ``corpus`` (JSONL or Parquet) into the folder ``out`` for
-    ``BM25Retriever.load``.  The corpus is held in memory (bm25s indexes it at once);
-    ``skip_bad`` and ``progress`` as for the Lucene build; ``out`` appears only when done."""
-    start = time.perf_counter()
-    stats = CorpusStats()
-    with building(out, overwrite) as tmp:
-        docs = list(iter_corpus(corpus, skip_bad, stats, progress))
-        retriever = BM25Retriever(docs, k1=k1, b=b)
-        write_jsonl(docs, tmp / "docs.jsonl")
-        retriever.model.save(str(tmp / "bm25s"))
-        write_manifest(tmp, backend="bm25", num_docs=len(docs), corpus=str(corpus), k1=k1,
-                       b=b, skipped=stats.skipped, skipped_examples=stats.errors,
-                       build_seconds=round(time.perf_counter() - start, 2),
-                       index_bytes=folder_bytes(tmp), **peak_rss_mb())
-    return Path(out)

@@ -63,7 +63,7 @@ def iter_corpus(path: str | Path, skip_bad: bool = False, stats: CorpusStats | N
     seen = IdSet()
     rows = _parquet_rows(path) if path.suffix == ".parquet" else _jsonl_rows(path)
     with _progress_bar(path, progress) as bar:
-        for batch in _batches(rows, 4096):
+        for batch in batches(rows, 4096):
             bar.update(batch[-1][2] - bar.n)
             parsed: list[tuple[str, dict[str, str] | DatasetError]] = []
             for where, raw, _ in batch:
@@ -87,7 +87,8 @@ def iter_corpus(path: str | Path, skip_bad: bool = False, stats: CorpusStats | N
         bar.update(bar.total - bar.n)  # the last lines between two position checks
 
 
-def _batches(rows: Iterator[Any], size: int) -> Iterator[list[Any]]:
+def batches(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``rows`` in lists of ``size`` (the last may be shorter): a streaming build holds one."""
     batch = []
     for row in rows:
         batch.append(row)

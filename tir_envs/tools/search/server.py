@@ -12,7 +12,7 @@ grow without bound.  The client turns it into an infrastructure error of that on
 With ``--batching``, concurrent requests are searched together (``batcher.py``); off by
 default, because over Lucene it measured slower (docs/search.md).
 
-``RetrievalServer`` starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
+``RetrievalServer`` (``server_process``) starts it as a subprocess bound to 127.0.0.1 on a free port, waits until it
 answers, and always stops it::
 
     with RetrievalServer("idx/") as server:
@@ -26,21 +26,16 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tir_envs.tools.search.batcher import Batcher
+from tir_envs.tools.search.server_process import RetrievalServer  # noqa: F401 - users import it from here
 from tir_envs.tools.search.retriever import Retriever
-from tir_envs.tools.search.serve_args import LOOPBACK, add_arguments
+from tir_envs.tools.search.serve_args import LOOPBACK, MAX_PENDING, add_arguments
 
 MAX_BATCH = 4096
-#: requests searched or queued at once before the server answers 503 (overloaded)
-MAX_PENDING = 256
 
 
 class BadRequest(ValueError):
@@ -149,82 +144,18 @@ def run(args: argparse.Namespace) -> int:
     from tir_envs.tools.search.backends import open_retriever
     from tir_envs.tools.search.corpus import detect_backend
 
+    if args.replicas:
+        from tir_envs.tools.search.replicas import run_replicas
+        return run_replicas(args)
     if args.workers > 1:
         from tir_envs.tools.search.workers import run_workers
         return run_workers(args)
-    options = {"mmap": True} if args.mmap and detect_backend(args.index) == "bm25" else {}
+    options = {"mmap": True} if args.mmap and detect_backend(args.index) in ("bm25", "dense") \
+        else {}
     retriever = open_retriever(args.index, **options)
     asyncio.run(serve(retriever, args.host, args.port, args.topk, args.threads, args.ready_file,
                       args.max_pending, args.batching, args.reuse_port))
     return 0
-
-
-class RetrievalServer:
-    """A retrieval server subprocess on 127.0.0.1 (see the module docstring)."""
-
-    def __init__(self, index: str | Path, port: int = 0, topk: int = 3, threads: int = 1,
-                 startup_timeout_s: float = 120.0, max_pending: int = MAX_PENDING,
-                 batching: bool = False, workers: int = 1, mmap: bool = False):
-        self.index, self.port, self.topk, self.threads = str(index), port, topk, threads
-        self.max_pending, self.batching = max_pending, batching
-        self.workers, self.mmap = workers, mmap
-        self.startup_timeout_s = startup_timeout_s
-        self.url: str | None = None
-        self._proc: subprocess.Popen | None = None
-        self._dir: tempfile.TemporaryDirectory | None = None
-
-    def start(self) -> "RetrievalServer":
-        if self._proc is not None:
-            return self
-        self._dir = tempfile.TemporaryDirectory(prefix="tir-retrieval-")
-        ready, log = Path(self._dir.name) / "url", Path(self._dir.name) / "log"
-        cmd = [sys.executable, "-m", "tir_envs.tools.search.server", "--index", self.index,
-               "--host", LOOPBACK, "--port", str(self.port), "--topk", str(self.topk),
-               "--threads", str(self.threads), "--max-pending", str(self.max_pending),
-               "--ready-file", str(ready), "--workers", str(self.workers)] \
-            + (["--batching"] if self.batching else []) + (["--mmap"] if self.mmap else [])
-        with open(log, "wb") as out:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while not ready.exists():
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-3000:]
-                self.stop()
-                raise RuntimeError(f"the retrieval server for {self.index} did not start:\n{tail}")
-            time.sleep(0.05)
-        self.url = ready.read_text().strip()
-        return self
-
-    def health(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url}/health", timeout=10) as resp:
-            return json.loads(resp.read())
-
-    def stop(self) -> None:
-        """Terminate (then kill, after 10 s) the server.  Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
-
-    def __enter__(self) -> "RetrievalServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    def __del__(self) -> None:
-        try:
-            self.stop()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: best effort only
-            pass
 
 
 def main(argv: list[str] | None = None) -> int:

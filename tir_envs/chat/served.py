@@ -1,0 +1,103 @@
+"""Serving's view of an episode: the conversation re-rendered by the family's template.
+
+The env's ledger never re-renders history: the next prompt is the previous one, the sampled
+completion byte for byte, then the env's tokens.  A model behind a chat API sees something
+else: every request re-renders the whole conversation with the family's chat template, and
+templates rewrite earlier assistant turns (Qwen3 and GLM-4.5 drop the reasoning of turns
+before the last user message and re-space the rest, ``<think>x</think>`` becoming
+``<think>\\nx\\n</think>\\n\\n``).  ``served_prompt`` is that view, for evaluating a model the
+way it will be served (``tir-envs bench --as-served``): the policy is given the re-rendered
+conversation, the env keeps its ledger (rewards read it as always), and the tokens where the
+two differ are recorded on the trajectory (``metadata["served"]``).
+
+The conversation is the binding's: the protocol's prompt messages, each assistant turn as the
+text the policy sampled (its end-of-turn id dropped; reasoning and call text inside it, as a
+client that sends back what it received), and the env's messages after it (as framed, after
+the observation budget's cut).  The template: the tokenizer's own ``chat_template`` when it
+has one (what a serving stack applies); otherwise the family's renderer from PyPI
+``renderers`` with the template's own retention of reasoning (extra ``chat``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Sequence
+
+from tir_envs.chat.renderer import Message
+
+Render = Callable[[list[Message], "list[dict] | None"], list[int]]
+
+
+def served_prompt(env: Any, ledger_ids: Sequence[int]) -> list[int]:
+    """The prompt a server would give the policy now (``env`` is the base env, at the start of
+    a generation), with its drift from ``ledger_ids`` recorded on ``env.trajectory``."""
+    binding = check_servable(env)
+    render = binding.served_render or _bind_render(binding)
+    served = render(binding.conversation, binding.served_tools)
+    _record(env.trajectory, list(ledger_ids), served)
+    return served
+
+
+def check_servable(env: Any) -> Any:
+    """``env``'s chat binding, or an error saying why the env cannot be evaluated as served."""
+    binding = getattr(env, "chat", None)
+    if binding is None:
+        raise ValueError(f"as-served evaluation re-renders a chat conversation; "
+                         f"{type(env).__name__} runs raw text (no chat template to serve it "
+                         "with): evaluate it without --as-served")
+    if not binding.frames_turns():
+        raise ValueError("as-served evaluation needs observations as chat messages (a server "
+                         "cannot write a tool result inside the assistant's turn): pass the env "
+                         "argument observation_role='tool' (or 'user')")
+    if binding.served_render is None:  # a family with no serving template: refused now
+        _bind_render(binding)
+    return binding
+
+
+def _bind_render(binding: Any) -> Render:
+    binding.served_render = serving_renderer(binding.renderer)
+    return binding.served_render
+
+
+def serving_renderer(renderer: Any) -> Render:
+    """``(messages, tools) -> ids`` with the generation prompt, as a server renders them."""
+    tok = renderer.tokenizer
+    if getattr(tok, "chat_template", None):
+        def apply(messages: list[Message], tools: list[dict] | None) -> list[int]:
+            kwargs = {"enable_thinking": renderer.thinking == "on"} if renderer.thinking else {}
+            text = tok.apply_chat_template(messages, tools=tools, tokenize=False,
+                                           add_generation_prompt=True, **kwargs)
+            return list(tok.encode(text, add_special_tokens=False))
+        return apply
+    from tir_envs.chat.adapter import RENDERERS_FAMILIES, _require_renderers
+    if renderer.family not in RENDERERS_FAMILIES:
+        raise ValueError(f"no serving template for the {renderer.family} renderer: the "
+                         "tokenizer has no chat_template and PyPI 'renderers' has no such "
+                         f"family (it has {', '.join(RENDERERS_FAMILIES)}); pass the model's "
+                         "own tokenizer, whose chat_template a server would apply")
+    configs = _require_renderers()
+    import renderers
+
+    name, _, switch = RENDERERS_FAMILIES[renderer.family]
+    kwargs = {"enable_thinking": renderer.thinking == "on"} if switch else {}
+    impl = renderers.create_renderer(tok, getattr(configs, name)(**kwargs))
+    return lambda messages, tools: list(impl.render_ids(messages, tools=tools,
+                                                        add_generation_prompt=True))
+
+
+def drift(ledger: Sequence[int], served: Sequence[int]) -> tuple[int, int]:
+    """``(ledger_only, served_only)``: tokens of the ledger's context the served prompt lacks
+    (dropped or rewritten), and tokens only the served prompt has."""
+    matcher = difflib.SequenceMatcher(None, list(ledger), list(served), autojunk=False)
+    same = sum(block.size for block in matcher.get_matching_blocks())
+    return len(ledger) - same, len(served) - same
+
+
+def _record(traj: Any, ledger: list[int], served: list[int]) -> None:
+    ledger_only, served_only = drift(ledger, served)
+    entry = traj.metadata.setdefault("served", {"turns": [], "drift_tokens": 0,
+                                                "drifted_turns": 0})
+    entry["turns"].append({"ledger_tokens": len(ledger), "served_tokens": len(served),
+                           "ledger_only": ledger_only, "served_only": served_only})
+    entry["drift_tokens"] += ledger_only + served_only
+    entry["drifted_turns"] += bool(ledger_only or served_only)
