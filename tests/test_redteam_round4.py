@@ -8,6 +8,15 @@
   ``41 \\| 42``, ``\\hat 41 42``, ``41 \\text{ cm } 42 \\text{ cm}``, ``41 \\bmod 42``, and
   relation chains whose sides are different values that are not plain numbers
   (``\\sqrt{1681} = 42``, ``42 = 40+1``, ``x = 41 \\quad x = 42``).
+* A policy voiding its own episode: a lone surrogate in a call's JSON made Lucene raise, which
+  the env counts as infrastructure (``infra_failed``: dropped by the trainer).
+* Exceptions out of ``step``: JSON nested past the recursion limit, integers past Python's
+  digit limit.
+* Time the policy sets: QA separators quadratic in whitespace runs, lazy tag patterns
+  quadratic in unclosed openings, the SQL witness copies one time limit each.
+* The chat binding's cut of an over-long tool message measured it with an ordinary encode
+  and kept nothing of output that spells special tokens.
+* The audit: round-4 hedge probes and ``forged.lone_surrogate``, each mutation-checked.
 """
 
 from __future__ import annotations
