@@ -159,3 +159,27 @@ def test_without_a_syscall_filter_each_cell_locks_itself_down(mode, monkeypatch)
         assert r.status == ToolStatus.OK and r.text == "[] []", r.text
     finally:
         own.shutdown()
+
+
+WARM_LOOK = """
+import os, numpy as np
+print(sorted(k for k in globals() if not k.startswith('__')), os.environ.get('LD_BIND_NOW'),
+      np.random.get_state()[3:], np.random.normal())
+1 / 0
+"""
+
+
+def test_a_call_sees_no_trace_of_the_templates_own_warm_up(backend):
+    """Issue 29 item 7: a template runs constant code itself once set up (so that cells
+    find that code warm) and reseeds numpy by writing its generator's state directly: each
+    call still starts as the first cell of a fresh interpreter (no names, cell 1, no cached
+    Gaussian) with its own random state, and without the fork server's ``LD_BIND_NOW``."""
+    tool = PythonTool(backend=backend, stateful=False)
+    seen = set()
+    for _ in range(4):
+        r = call(tool, WARM_LOOK)
+        assert r.status == ToolStatus.ERROR, r.text
+        assert "['np', 'os'] None (0, 0.0) " in r.text and '"<cell-1>", line 5' in r.text, r.text
+        assert "ZeroDivisionError" in r.text and "ValueError" not in r.text, r.text
+        seen.add(r.text.split("(0, 0.0) ")[1].split()[0])
+    assert len(seen) == 4, seen

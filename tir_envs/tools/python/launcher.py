@@ -98,13 +98,15 @@ def world_readable(path: str) -> bool:
 
 
 def sandbox_env() -> dict[str, str]:
-    """A clean environment: no secrets from the host, one BLAS thread, a UTF-8 locale."""
+    """A clean environment: no secrets from the host, one BLAS thread, a UTF-8 locale, and
+    ``LD_BIND_NOW`` for the fork server alone (it removes it at start, see ``zygote.main``)."""
     bin_dir = os.path.join(sys.prefix, "bin")
     return {
         "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "NUMEXPR_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+        "LD_BIND_NOW": "1",
     }
 
 

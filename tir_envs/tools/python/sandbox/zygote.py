@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from . import interpreter, jail, protocol
+from . import interpreter, jail, protocol, reseed
 from .fresh_cell import FreshCells
 
 TERM_GRACE_S = 2.0
@@ -145,6 +145,7 @@ class _CellJail:
         self.fresh = False
         self.sealed = False
         self.cells: FreshCells | None = None
+        self.reseed = reseed.reseed
 
     def _seccomp(self) -> bool:
         if not self.zygote.seccomp:
@@ -160,6 +161,7 @@ class _CellJail:
         namespaces, else seals itself if it can, else leaves the lock-down to each cell."""
         self.fresh = fresh
         if fresh:
+            self.reseed = reseed.CellReseeder()
             jail.set_dumpable(False)  # its cells (same uid) cannot reach it through /proc
             if self.namespaced:
                 jail.empty_bounding_set()  # once, for every cell (the template never execs)
@@ -208,8 +210,9 @@ class _CellJail:
     def arm(self) -> None:
         """In the template, right before a cell's fork: the random state the cell inherits
         is fresh (reseeding here, where those pages are the template's own, spares the cell
-        the copy-on-write faults of numpy's and sympy's generators)."""
-        Zygote._reseed()
+        the copy-on-write faults of numpy's and sympy's generators; ``reseed.CellReseeder``
+        spares the template numpy's ``seed()``)."""
+        self.reseed()
 
     def fork(self) -> int:
         """A cell: cloned into its own namespaces where it can be, else a plain fork."""
@@ -243,6 +246,8 @@ class _CellJail:
             pass
 
     def _clean(self) -> None:
+        if self.cells is not None and not _children_left():
+            return  # the usual end: the cell, reaped, was the only child (see below)
         if self.namespaced:
             _signal_others_and_reap()
         else:
@@ -262,6 +267,18 @@ class _CellJail:
             _empty_dir("/dev/shm")
         if self.sealed and self.namespaced:
             jail.remove_sysv_ipc()
+
+
+def _children_left() -> bool:
+    """Whether this process has any child left (running, or exited and now reaped).  As
+    init of the session's pid namespace, ``ECHILD`` means the namespace holds no other
+    process (an orphan is re-parented to us), which is all the cleaning a template with
+    cell namespaces needs to know; it spares ``kill(-1)``, which walks every task on the
+    machine."""
+    try:
+        return os.waitpid(-1, os.WNOHANG) is not None
+    except ChildProcessError:
+        return False
 
 
 def _signal_others_and_reap() -> None:
@@ -556,25 +573,9 @@ class Zygote:
 
     @staticmethod
     def _reseed() -> None:
-        """Forked children share the fork server's random state: give each its own (Python's
-        ``random``, numpy's legacy global generator, sympy's private generators), each from
-        128 fresh bits of ``os.urandom`` (seeding from explicit numbers is ~10x cheaper than
-        from the OS each, which matters in a stateless cell).  The string hash seed cannot
-        change in a running interpreter: it is the fork server's."""
-        import random
-        fresh = os.urandom(64)
-        random.seed(int.from_bytes(fresh[:16], "little"))
-        np = sys.modules.get("numpy")
-        if np is not None:
-            try:
-                np.random.seed(list(memoryview(fresh[16:32]).cast("I")))
-            except Exception:  # noqa: BLE001
-                pass
-        sympy_random = sys.modules.get("sympy.core.random")
-        for i, name in enumerate(("rng", "_assumptions_rng")):
-            gen = getattr(sympy_random, name, None)
-            if isinstance(gen, random.Random):
-                gen.seed(int.from_bytes(fresh[32 + 16 * i:48 + 16 * i], "little"))
+        """Forked children share the fork server's random state: give each its own
+        (``reseed.reseed``)."""
+        reseed.reseed()
 
     # ------------------------------------------------------------------ loop
     def send(self, msg: dict) -> None:
@@ -709,6 +710,10 @@ class Zygote:
 
 
 def main() -> None:
+    # The dynamic linker bound every symbol of the libraries loaded at start (libpython, libc)
+    # when it read LD_BIND_NOW; so a stateless cell never resolves one lazily (~0.1 ms of
+    # symbol look-ups and a copied GOT page per call).  The code run here does not inherit it.
+    os.environ.pop("LD_BIND_NOW", None)
     # A host may start us with signals blocked or ignored (Ray workers do): both would be
     # inherited by every session and defeat the interrupt on timeout.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
