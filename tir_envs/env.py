@@ -44,6 +44,7 @@ from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.trajectory import Trajectory, Turn
+from tir_envs.untrusted import lone_surrogate
 from tir_envs.validation import check_positive_int
 
 EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
@@ -447,11 +448,21 @@ class TIREnv(gym.Env):
                               f"{cut} tokens dropped")
         if self.chat is not None:  # nothing written inside a reasoning block is read
             text = self.chat.visible(text)
-        calls = self.protocol.parse(text, state) if self.use_tools else []
+        calls = self._parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
         return _Action(turn, self._calls_to_run(turn, calls, final, cut), final, cut)
+
+    def _parse(self, text: str, state: EpisodeState) -> list[ToolCall]:
+        """The action's calls.  A parser that raises on what the policy wrote (a family's own
+        JSON reader on nesting past the recursion limit) gives one call with that error: a
+        botched call is an observation, never an exception out of ``step``."""
+        try:
+            return self.protocol.parse(text, state)
+        except (RecursionError, ValueError) as exc:
+            return [ToolCall(None, {}, text, 0, len(text), f"the tool call could not be read "
+                             f"({type(exc).__name__}: {str(exc)[:200]})")]
 
     def _calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
                       cut: int) -> list[ToolCall]:
@@ -483,6 +494,10 @@ class TIREnv(gym.Env):
         """Run one call; return its result and the host's record of it for the ledger."""
         if call.error:
             return ToolResult(f"Error: {call.error}", Status.ERROR), {"parse_error": True}
+        bad = lone_surrogate(call.arguments)
+        if bad is not None:  # no text: a tool raising on it would void the episode
+            return (ToolResult(f"Error: the arguments hold a lone surrogate ({bad}), which is no "
+                               "text; send valid Unicode", Status.ERROR), {"parse_error": True})
         tool = self.tools.get(call.name or "")
         if tool is None:
             return (ToolResult(f"Error: unknown tool {call.name!r}; available tools: "

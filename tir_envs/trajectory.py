@@ -9,6 +9,7 @@ say which spans are actions and which are observations, what was called and how 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Sequence
@@ -240,7 +241,14 @@ class Trajectory:
         return cls(turns=turns, **d)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+        """One JSON line, valid UTF-8 whatever the episode holds: a lone surrogate (a policy
+        can send ``"\\ud800"`` in a tool call's JSON, and a tool echo it) is written as its
+        JSON escape, which reads back as the same string."""
+        text = json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _decode(tokenizer, ids: Sequence[int]) -> str:
