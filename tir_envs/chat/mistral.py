@@ -22,7 +22,8 @@ import json
 import re
 from typing import Any, Sequence
 
-from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, RendererRefused
+from tir_envs.chat.renderer import (ChatRenderer, FamilyCall, Message, RendererRefused,
+                                    differing_span)
 from tir_envs.formats.json_calls import decode_json
 
 TOOL_CALLS = "[TOOL_CALLS]"
@@ -85,12 +86,7 @@ class MistralRenderer(ChatRenderer):
         special = self.instruct.tokenizer.is_special
         if sorted(i for i in ids if special(i)) == sorted(i for i in glue if special(i)):
             return ids
-        head = 0
-        while head < min(len(ids), len(glue)) and ids[head] == glue[head]:
-            head += 1
-        tail = 0
-        while tail < min(len(ids), len(glue)) - head and ids[-1 - tail] == glue[-1 - tail]:
-            tail += 1
+        head, tail = differing_span(ids, glue)
         middle = self.tokenizer.decode(ids[head:len(ids) - tail], skip_special_tokens=False)
         return ids[:head] + self._plain(middle) + ids[len(ids) - tail:]
 
