@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tir_envs.status import ToolStatus
+from tir_envs.status import Status
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
@@ -55,9 +55,9 @@ def tool_figures(traj: Trajectory) -> dict[str, Any]:
                 invalid += 1
             if r.get("executed"):
                 latencies.append(float(r.get("latency_s") or 0.0))
-                status = ToolStatus(r.get("status", "ok"))
+                status = Status(r.get("status", "ok"))
                 errors += status.failed
-                infra += status is ToolStatus.INFRA_ERROR
+                infra += status is Status.INFRA_ERROR
     return {"tool_counts": traj.tool_counts(), "tool_calls": traj.num_tool_calls,
             "call_attempts": attempts, "invalid_calls": invalid, "tool_errors": errors,
             "infra_errors": infra, "tool_latency_s": latencies}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tir_envs.env import TIREnv
 from tir_envs.rewards.base import RewardResult
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 
 
 class EchoTool(Tool):
@@ -12,7 +12,7 @@ class EchoTool(Tool):
 
     name = "python"
 
-    def __init__(self, reply: str | None = None, status: ToolStatus = ToolStatus.OK):
+    def __init__(self, reply: str | None = None, status: Status = Status.OK):
         self.reply, self.status = reply, status
         self.opened = self.closed = 0
 

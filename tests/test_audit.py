@@ -25,7 +25,7 @@ from tir_envs.rewards.base import RewardResult
 from tir_envs.rewards.math.extract import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.sql import SQLReward
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 
 @pytest.fixture(scope="module")
 def grader():
@@ -117,7 +117,7 @@ class CounterTool(Tool):
         step = arguments.get("step", "").strip()
         if not re.fullmatch(r"-?\d+", step):
             return ToolResult(f"Error: the step must be an integer, got {step!r}",
-                              ToolStatus.ERROR)
+                              Status.ERROR)
         session["value"] += int(step)
         return ToolResult(str(session["value"]))
 
@@ -173,7 +173,7 @@ class BlamingCounterTool(CounterTool):
 
     async def call(self, arguments, session=None):
         result = await super().call(arguments, session)
-        return ToolResult.infra("bad step") if result.status == ToolStatus.ERROR else result
+        return ToolResult.infra("bad step") if result.status == Status.ERROR else result
 
 
 class BlamingCounterEnv(CounterEnv):

@@ -11,7 +11,7 @@ import tir_envs
 from tests.core_helpers import AnswerEnv, CrashTool, EchoTool
 from tir_envs.env import EXHAUSTED_NOTICE
 from tir_envs.formats import JsonFormat
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.trajectory import read_jsonl, to_padded, write_jsonl
 
 CALL = "<python>print(1)</python>"
@@ -254,7 +254,7 @@ def test_render_ansi_shows_segments(qwen_tok, tool):
 
 
 def test_status_of_error_results(qwen_tok):
-    env = make_env(qwen_tok, EchoTool(reply="boom", status=ToolStatus.TIMEOUT))
+    env = make_env(qwen_tok, EchoTool(reply="boom", status=Status.TIMEOUT))
     env.reset(seed=0)
     assert step_text(env, CALL)[-1]["turn"].status == "timeout"
 

@@ -15,7 +15,7 @@ import pytest
 from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
                                    marker, NAMESPACE_MODES, open_session, require_nproc_enforced,
                                    session_of, wait_gone, wait_present)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def arena(request):
     deaths = pool.info()["counters"].get("fork_server_deaths", 0)
     bystander = open_session(tool)
     fork_server = bystander.handle.fork_server
-    assert call(tool, "alive = 'yes'", bystander).status == ToolStatus.OK
+    assert call(tool, "alive = 'yes'", bystander).status == Status.OK
     yield tool
     assert call(tool, "alive", bystander).text == "'yes'", "the bystander session was hurt"
     assert fork_server.proc.poll() is None, "the bystander's fork server died"
@@ -43,7 +43,7 @@ def arena(request):
 
 def test_read_etc_passwd(arena):
     r = call(arena, "print(open('/etc/passwd').read())")
-    assert r.status == ToolStatus.ERROR and "FileNotFoundError" in r.text
+    assert r.status == Status.ERROR and "FileNotFoundError" in r.text
     assert "root:x:0:0" not in r.text
 
 
@@ -52,7 +52,7 @@ def test_read_project_dir(arena):
             f"print(os.path.exists({str(REPO)!r}) and sorted(os.listdir({str(REPO)!r})))\n"
             f"open({str(REPO / 'pyproject.toml')!r}).read()")
     r = call(arena, code)
-    assert r.status == ToolStatus.ERROR and "FileNotFoundError" in r.text
+    assert r.status == Status.ERROR and "FileNotFoundError" in r.text
     assert "pyproject.toml" not in r.text.splitlines()[0] and "tir_envs" not in r.text.splitlines()[0]
 
 
@@ -98,16 +98,16 @@ def test_fork_bomb(arena):
     require_nproc_enforced(arena.backend)  # never let a bomb loose where it is not bounded
     r = call(arena, "import os\nwhile True:\n    try:\n        os.fork()\n"
                     "    except OSError:\n        pass")
-    assert r.status == ToolStatus.TIMEOUT
+    assert r.status == Status.TIMEOUT
     assert call(arena, "1 + 1").text == "2"
 
 
 def test_allocate_64_gb(arena):
     with session_of(arena) as s:
         r = call(arena, "x = bytearray(64 * 2**30)", s)
-        assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
+        assert r.status == Status.KILLED and "MemoryError" in r.text
         r = call(arena, "import numpy as np\ny = np.ones(8 * 2**30)", s)
-        assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
+        assert r.status == Status.KILLED and "MemoryError" in r.text
         assert call(arena, "'still here'", s).text == "'still here'"
 
 
@@ -115,25 +115,25 @@ def test_busy_loop(arena):
     with session_of(arena) as s:
         call(arena, "keep = 1", s)
         r = call(arena, "while True:\n    pass", s)
-        assert r.status == ToolStatus.TIMEOUT
+        assert r.status == Status.TIMEOUT
         assert call(arena, "keep", s).text == "1"  # interrupted, not killed: state kept
 
 
 def test_print_1_gb(arena):
     r = call(arena, "line = 'x' * 2**20\nfor _ in range(1024):\n    print(line)\nprint('end')")
     limit = arena.limits.max_output_chars
-    assert r.status == ToolStatus.OK and r.metadata["truncated"]
+    assert r.status == Status.OK and r.metadata["truncated"]
     assert len(r.text) < limit + 100 and "characters truncated" in r.text
     assert r.text.endswith("end")  # the tail is kept
     r = call(arena, "import os\nchunk = b'y' * 2**20\nfor _ in range(1024):\n    os.write(1, chunk)")
-    assert r.status == ToolStatus.ERROR and "File too large" in r.text  # fd-level: RLIMIT_FSIZE
+    assert r.status == Status.ERROR and "File too large" in r.text  # fd-level: RLIMIT_FSIZE
     assert len(r.text) < 3 * limit
 
 
 def test_kill_parent(arena):
     r = call(arena, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('survived')")
     # getppid() is 0 in the session's pid namespace, and kill(0) hits only the session itself
-    assert r.status in (ToolStatus.KILLED, ToolStatus.OK)
+    assert r.status in (Status.KILLED, Status.OK)
     assert os.getppid() > 0  # the host is untouched (the fixture checks the fork server)
 
 
@@ -184,12 +184,12 @@ def test_ctypes_raw_connect(arena):
 def test_ctypes_kill_everything(arena):
     with session_of(arena) as s:
         r = call(arena, CTYPES_PRELUDE + "libc.kill(-1, 9)\nos.kill(1, 9)\nprint('alive')", s)
-        assert r.status in (ToolStatus.KILLED, ToolStatus.OK)  # at most the session itself
+        assert r.status in (Status.KILLED, Status.OK)  # at most the session itself
 
 
 def test_ctypes_segfault(arena):
     with session_of(arena) as s:
         call(arena, "v = 1", s)
         r = call(arena, "import ctypes\nctypes.string_at(0)", s)
-        assert r.status == ToolStatus.KILLED and "SIGSEGV" in r.text and r.metadata["restarted"]
+        assert r.status == Status.KILLED and "SIGSEGV" in r.text and r.metadata["restarted"]
         assert "NameError" in call(arena, "v", s).text  # a fresh interpreter took over

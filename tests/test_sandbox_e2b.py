@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older SDKs
 from e2b_code_interpreter.models import parse_output  # noqa: E402
 
 from tests.sandbox_helpers import call, close_session, open_session  # noqa: E402
-from tir_envs.tools.base import ToolStatus  # noqa: E402
+from tir_envs.tools.base import Status  # noqa: E402
 from tir_envs.tools.python import PythonTool  # noqa: E402
 from tir_envs.tools.python.e2b import E2BBackend  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_output_and_final_value(fake):
     t = tool()
     s = open_session(t)
     r = call(t, "print('hi')\n1 + 1", s)
-    assert r.status == ToolStatus.OK and r.text == "hi\n2"
+    assert r.status == Status.OK and r.text == "hi\n2"
     assert r.text == "hi\n2" and r.metadata["has_value"]
     assert r.metadata["backend"] == "e2b" and r.metadata["execution_count"] == 1
     close_session(t, s)
@@ -99,11 +99,11 @@ def test_output_and_final_value(fake):
 def test_errors_in_both_styles(fake):
     full, last = tool(), tool(error_style="last_line")
     r = call(full, "1/0")
-    assert r.status == ToolStatus.ERROR and "\x1b" not in r.text
+    assert r.status == Status.ERROR and "\x1b" not in r.text
     assert "Traceback" in r.text and r.text.endswith("ZeroDivisionError: division by zero")
     assert call(last, "1/0").text == "ZeroDivisionError: division by zero"
     r = call(full, "x = bytearray(2**40)")
-    assert r.status == ToolStatus.KILLED and r.metadata["error_last_line"] == "MemoryError"
+    assert r.status == Status.KILLED and r.metadata["error_last_line"] == "MemoryError"
 
 
 def test_stderr_shown_and_output_capped(fake):
@@ -117,9 +117,9 @@ def test_timeout_discards_the_sandbox(fake):
     t = tool(timeout_s=3)
     s = open_session(t)
     r = call(t, "slow", s)
-    assert r.status == ToolStatus.TIMEOUT and "3 s" in r.text and r.metadata["restarted"]
+    assert r.status == Status.TIMEOUT and "3 s" in r.text and r.metadata["restarted"]
     assert len(fake.killed) == 1  # E2B would keep running the cell: the sandbox goes
-    assert call(t, "print('hi')\n1 + 1", s).status == ToolStatus.OK
+    assert call(t, "print('hi')\n1 + 1", s).status == Status.OK
     assert len(fake.created) == 2 and s.restarts == 1
     close_session(t, s)
 
@@ -127,17 +127,17 @@ def test_timeout_discards_the_sandbox(fake):
 def test_service_failures_are_infra_errors(fake):
     t = tool()
     r = call(t, "drop", open_session(t))
-    assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+    assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
     fake.fail_create = e2b.AuthenticationException("invalid API key")
     r = call(t, "print('hi')\n1 + 1")
-    assert r.status == ToolStatus.INFRA_ERROR and "invalid API key" in r.text
+    assert r.status == Status.INFRA_ERROR and "invalid API key" in r.text
 
 
 def test_stateless_mode_uses_a_sandbox_per_call(fake):
     t = tool(stateful=False)
     s = open_session(t)
     for _ in range(3):
-        assert call(t, "print('hi')\n1 + 1", s).status == ToolStatus.OK
+        assert call(t, "print('hi')\n1 + 1", s).status == Status.OK
     assert len(fake.created) == 3 and len(fake.killed) == 3
 
 
@@ -173,11 +173,11 @@ def test_live_e2b():
     t = PythonTool(backend="e2b", timeout_s=30)
     s = open_session(t)
     try:
-        assert call(t, "x = 21", s).status == ToolStatus.OK
+        assert call(t, "x = 21", s).status == Status.OK
         r = call(t, "print('twice'); x * 2", s)
-        assert r.status == ToolStatus.OK and r.text == "twice\n42"
+        assert r.status == Status.OK and r.text == "twice\n42"
         r = call(t, "1/0", s)
-        assert r.status == ToolStatus.ERROR and r.metadata["error_last_line"].startswith(
+        assert r.status == Status.ERROR and r.metadata["error_last_line"].startswith(
             "ZeroDivisionError")
     finally:
         close_session(t, s)

@@ -17,7 +17,7 @@ import pytest
 from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
                                    marker, NAMESPACE_MODES, open_session, session_of, wait_dead,
                                    wait_gone, wait_present)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,13 +75,13 @@ def test_interpreter_killed_by_its_own_code_after_a_call_is_killed_not_infra():
     t = PythonTool(backend=LocalBackend(spares=1, disk_mb=40))
     with session_of(t) as s:
         r = call(t, "v = 1\nimport os, threading\nthreading.Timer(0.2, os._exit, (0,)).start()", s)
-        assert r.status == ToolStatus.OK
+        assert r.status == Status.OK
         time.sleep(1.0)
         r = call(t, "import time; time.sleep(1); v", s)
-        assert r.status == ToolStatus.KILLED and "not your fault" not in r.text
+        assert r.status == Status.KILLED and "not your fault" not in r.text
         assert r.metadata["restarted"]
         r = call(t, "'fresh'", s)
-        assert r.status == ToolStatus.OK and r.text == "'fresh'"
+        assert r.status == Status.OK and r.text == "'fresh'"
         assert s.restarts == 1
 
 
@@ -101,11 +101,11 @@ def test_fork_server_killed_mid_call(mode):
         old = backend.pool._fork_server.proc.pid
         os.kill(old, signal.SIGKILL)
         worker.join(30)
-        assert results["busy"].status == ToolStatus.INFRA_ERROR
+        assert results["busy"].status == Status.INFRA_ERROR
         assert wait_gone(mark) == []
-        assert call(t, "v", idle).status == ToolStatus.INFRA_ERROR
+        assert call(t, "v", idle).status == Status.INFRA_ERROR
         r = call(t, "'back'", idle)
-        assert r.status == ToolStatus.OK and r.text == "'back'"
+        assert r.status == Status.OK and r.text == "'back'"
         assert backend.pool._fork_server.proc.pid != old
         assert backend.pool.info()["counters"]["fork_server_starts"] == 2
     finally:
@@ -125,9 +125,9 @@ def test_wedged_fork_server_never_hangs_a_caller(mode):
         os.kill(pid, signal.SIGSTOP)
         assert call(t, "v + 1", s).text == "2"  # a live session does not need the fork server
         r = call(t, "while True:\n    pass", s)  # the interrupt cannot be delivered
-        assert r.status == ToolStatus.TIMEOUT and r.metadata["restarted"]
+        assert r.status == Status.TIMEOUT and r.metadata["restarted"]
         r = call(t, "'recovered'", s)  # a spare, or a new fork server once the hung one is gone
-        assert r.status in (ToolStatus.OK, ToolStatus.INFRA_ERROR)
+        assert r.status in (Status.OK, Status.INFRA_ERROR)
         deadline = time.monotonic() + 20
         while backend.pool.info()["counters"].get("fork_server_deaths", 0) < 1:
             assert time.monotonic() < deadline, "the hung fork server was never replaced"
@@ -156,7 +156,7 @@ def test_full_pool_is_infra_error_after_open_timeout():
     with session_of(t) as s:
         assert call(t, "1", s).text == "1"
         r = call(t, "2")  # needs a second interpreter; the pool allows one
-        assert r.status == ToolStatus.INFRA_ERROR and "max_sessions=1" in r.text
+        assert r.status == Status.INFRA_ERROR and "max_sessions=1" in r.text
     assert call(t, "3").text == "3"  # the slot is free again
 
 
@@ -164,7 +164,7 @@ def test_start_failure_is_reported_and_auto_falls_back():
     backend_or_skip("bwrap")  # the failure below must come from the bad bind alone
     broken = PythonTool(backend=LocalBackend(isolation="bwrap", extra_binds=("/no/such/dir",)))
     r = call(broken, "1")
-    assert r.status == ToolStatus.INFRA_ERROR and "/no/such/dir" in r.text
+    assert r.status == Status.INFRA_ERROR and "/no/such/dir" in r.text
     fallback = LocalBackend(isolation="auto", extra_binds=("/no/such/dir",))
     info = fallback.pool.wait_ready(timeout=120)
     assert info["isolation"] in ("unshare", "rlimits") and "bwrap" in info["failed_modes"]

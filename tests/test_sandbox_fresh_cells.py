@@ -19,7 +19,7 @@ import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
                                    open_session)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tests.test_sandbox_stateless import _no_state_survives
 from tir_envs.tools.python import LocalBackend, PythonTool, launcher
 
@@ -162,18 +162,18 @@ def _code(code: str, bound_dir) -> str:
 def test_nothing_a_cell_writes_reaches_the_next_call(backend, bound_dir):
     tool = PythonTool(backend=backend, stateful=False)
     before = call(tool, _code(OBSERVE, bound_dir))
-    assert before.status == ToolStatus.OK, before.text
+    assert before.status == Status.OK, before.text
     fresh = json.loads(before.text)
     assert fresh["pids"] == ["1"] and fresh["pid_and_child"] == [1, 2], fresh
     assert fresh["proc1_children"] == {"cminflt": "0", "cmajflt": "0", "cutime": "0",
                                        "cstime": "0"}, fresh
     spawned = backend.pool.info()["counters"].get("spawned", 0)
     wrote = call(tool, _code(WRITE, bound_dir))
-    assert wrote.status == ToolStatus.OK, wrote.text
+    assert wrote.status == Status.OK, wrote.text
     assert wrote.text == "[]", f"wrote to a bind or its top folder: {wrote.text}"
     for _ in range(2):  # and again after a call that only looked
         after = call(tool, _code(OBSERVE, bound_dir))
-        assert after.status == ToolStatus.OK, after.text
+        assert after.status == Status.OK, after.text
         seen = json.loads(after.text)
         changed = {k: (fresh.get(k), seen.get(k)) for k in set(fresh) | set(seen)
                    if fresh.get(k) != seen.get(k)}
@@ -193,7 +193,7 @@ def test_a_stateless_call_in_a_sealed_template_is_not_hijacked_by_a_farm(backend
                  "    open(BIND + '/hijackme/__init__.py', 'w').write(\"VALUE = 'farm'\")\n"
                  "except OSError as e:\n    print(e.errno)\n", bound_dir)
     r = call(tool, farm)
-    assert r.status == ToolStatus.OK and "farm" not in r.text, r.text
+    assert r.status == Status.OK and "farm" not in r.text, r.text
     for _ in range(3):
         assert call(tool, _code(IMPORT, bound_dir)).text == "real"
 
@@ -220,7 +220,7 @@ def test_a_session_exhausting_its_ptys_leaves_another_its_own(mode):
         n, _ = r.text.split()
         assert 1 <= int(n) <= 16, r.text
         r = call(tool, "import os; m, s = os.openpty(); print(os.ttyname(s))", bystander)
-        assert r.status == ToolStatus.OK and r.text == "/dev/pts/0", r.text
+        assert r.status == Status.OK and r.text == "/dev/pts/0", r.text
         stateless = PythonTool(backend=backend_or_skip(mode), stateful=False)
         assert call(stateless, PTYS).text.split()[0] == n  # a cell's own instance, as large
     finally:
@@ -261,9 +261,9 @@ def test_a_template_survives_read_only_trees_and_deep_nests(mode):
         spawned = own.pool.info()["counters"].get("spawned", 0)
         for _ in range(2):
             r = call(tool, LEAVE_TREES)
-            assert r.status == ToolStatus.OK and r.text == "left", r.text
+            assert r.status == Status.OK and r.text == "left", r.text
             r = call(tool, "import os; print(sorted(os.listdir('.')))")
-            assert r.status == ToolStatus.OK and r.text == "[]", r.text
+            assert r.status == Status.OK and r.text == "[]", r.text
             assert not r.metadata.get("restarted"), r.metadata
         assert own.pool.info()["counters"].get("spawned", 0) == spawned  # the same template
     finally:
@@ -295,7 +295,7 @@ def test_where_cells_cannot_have_namespaces_the_host_warns_and_cells_are_cleaned
         assert "namespaces per stateless call" in caplog.text, caplog.text
         _no_state_survives(tool)
         r = call(tool, LEAVE_TREES)
-        assert r.status == ToolStatus.OK and r.text == "left", r.text
+        assert r.status == Status.OK and r.text == "left", r.text
         assert call(tool, "import os; print(os.listdir('.'))").text == "[]"
     finally:
         own.shutdown()
@@ -310,4 +310,4 @@ def test_a_binds_top_folder_is_read_only_in_a_stateful_session_too(backend, boun
                  "    try:\n        f()\n        took.append(name)\n    except OSError:\n"
                  "        pass\nprint(took)", bound_dir)
     r = call(tool, code)
-    assert r.status == ToolStatus.OK and r.text == "[]", r.text
+    assert r.status == Status.OK and r.text == "[]", r.text

@@ -16,7 +16,7 @@ import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, alive, backend_or_skip, call,
                                    close_session, open_session, wait_dead, wait_until)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import LocalBackend, PythonTool
 
 HASH = "hash('tir')"
@@ -55,7 +55,7 @@ def test_consecutive_episodes_see_different_hash_secrets(mode):
         for _ in range(40):
             s = open_session(tool)
             r = call(tool, HASH, s)
-            assert r.status == ToolStatus.OK
+            assert r.status == Status.OK
             seen.append(r.text)
             by_server[s.handle.fork_server.proc.pid].add(r.text)
             close_session(tool, s)
@@ -82,16 +82,16 @@ def test_servers_retire_and_exit_once_their_sessions_close():
     seen = set()
     try:
         held = open_session(tool)
-        assert call(tool, "kept = 41", held).status == ToolStatus.OK
+        assert call(tool, "kept = 41", held).status == Status.OK
         server = held.handle.fork_server
         for i in range(40):
             s = open_session(tool)
             seen.add(s.handle.fork_server)
             r = call(tool, f"{i} * 2", s)
-            assert r.status == ToolStatus.OK and r.text == str(2 * i), r.text
+            assert r.status == Status.OK and r.text == str(2 * i), r.text
             close_session(tool, s)
             r = call(one_shot, f"{i} + 1")
-            assert r.status == ToolStatus.OK and r.text == str(i + 1), r.text
+            assert r.status == Status.OK and r.text == str(i + 1), r.text
             if i >= 11 and server.state == "retired":
                 break
         info = backend.pool.info()
@@ -130,17 +130,17 @@ def test_a_dead_server_loses_only_its_sessions(mode):
             sessions.append(open_session(tool))
         victim = sessions[0]
         bystander = next(s for s in sessions if s.handle.fork_server is not victim.handle.fork_server)
-        assert call(tool, "v = 'victim'", victim).status == ToolStatus.OK
-        assert call(tool, "v = 'bystander'", bystander).status == ToolStatus.OK
+        assert call(tool, "v = 'victim'", victim).status == Status.OK
+        assert call(tool, "v = 'bystander'", bystander).status == Status.OK
         dead = victim.handle.fork_server
         starts = backend.pool.info()["counters"]["fork_server_starts"]
         os.kill(dead.proc.pid, signal.SIGKILL)
         assert wait_dead(dead.proc.pid)
         assert wait_until(lambda: dead.state == "dead")
         r = call(tool, "v", victim)
-        assert r.status == ToolStatus.INFRA_ERROR, r.text
+        assert r.status == Status.INFRA_ERROR, r.text
         r = call(tool, "'back'", victim)
-        assert r.status == ToolStatus.OK and r.text == "'back'"
+        assert r.status == Status.OK and r.text == "'back'"
         assert victim.handle.fork_server is not dead
         assert call(tool, "v", bystander).text == "'bystander'"
         assert bystander.restarts == 0

@@ -17,7 +17,7 @@ import pytest
 from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
                                    marker, NAMESPACE_MODES, open_session, require_nproc_enforced,
                                    session_of, wait_gone, wait_present)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.launcher import allowed_paths, sandbox_env, tmp_binds
 
@@ -36,7 +36,7 @@ def test_private_working_directory(mode):
     a, b = open_session(t), open_session(t)
     try:
         r = call(t, "import os\nopen('secret.txt', 'w').write('A')\nprint(os.getcwd())", a)
-        assert r.status == ToolStatus.OK and r.text == "/tmp"
+        assert r.status == Status.OK and r.text == "/tmp"
         r = call(t, "import os\nprint(os.getcwd(), sorted(os.listdir('.')), os.getpid())", b)
         # a fresh tmpfs (holding only the mount points of a Python installed under /tmp, if
         # that is where this one lives) and its own pid namespace
@@ -75,7 +75,7 @@ print('interfaces', [n for _, n in socket.if_nameindex()])
 """
     try:
         r = call(tool(mode), code)
-        assert r.status == ToolStatus.OK, r.text
+        assert r.status == Status.OK, r.text
         assert "CONNECTED" not in r.text
         assert r.text.count("blocked") == 4
         assert "interfaces ['lo']" in r.text
@@ -91,9 +91,9 @@ def test_memory_limit(mode):
     t = tool(mode, memory_mb=256)
     with session_of(t) as s:
         r = call(t, "x = 1\nbig = bytearray(1024 * 2**20)", s)
-        assert r.status == ToolStatus.KILLED and "MemoryError" in r.text
+        assert r.status == Status.KILLED and "MemoryError" in r.text
         r = call(t, "small = bytearray(64 * 2**20)\nlen(small) + x", s)  # under the limit; state kept
-        assert r.status == ToolStatus.OK and r.text == str(64 * 2**20 + 1)
+        assert r.status == Status.OK and r.text == str(64 * 2**20 + 1)
 
 
 @NS
@@ -101,14 +101,14 @@ def test_cpu_limit(mode):
     t = tool(mode, cpu_s=1, timeout_s=120)  # generous: 1 CPU second on a loaded machine
     with session_of(t) as s:
         r = call(t, "while True:\n    pass", s)
-        assert r.status == ToolStatus.KILLED and "CPULimitExceeded" in r.text
+        assert r.status == Status.KILLED and "CPULimitExceeded" in r.text
         r = call(t, f"import subprocess, time\n"
                     f"p = subprocess.Popen([{sys.executable!r}, '-c', 'while True: pass'])\n"
                     "for _ in range(1200):\n"
                     "    if p.poll() is not None: break\n"
                     "    time.sleep(0.1)\n"
                     "print(p.returncode)", s)
-        assert r.status == ToolStatus.OK and r.text in ("-9", "-24")  # SIGKILL / SIGXCPU
+        assert r.status == Status.OK and r.text in ("-9", "-24")  # SIGKILL / SIGXCPU
 
 
 @NS
@@ -127,7 +127,7 @@ def test_process_limit(mode):
     t = tool(mode, nproc=8)
     require_nproc_enforced(t.backend)
     r = call(t, code)
-    assert r.status == ToolStatus.OK
+    assert r.status == Status.OK
     assert 1 <= int(r.text) < 8
 
 
@@ -178,14 +178,14 @@ def test_wall_clock_timeout(mode):
     with session_of(t) as s:
         call(t, "x = 7", s)
         r = call(t, "import time\ntime.sleep(30)", s)  # interruptible: state survives
-        assert r.status == ToolStatus.TIMEOUT and "TimeoutError" in r.text
+        assert r.status == Status.TIMEOUT and "TimeoutError" in r.text
         assert not r.metadata["restarted"]
         assert call(t, "x", s).text == "7"
         r = call(t, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                     "while True:\n    time.sleep(0.01)", s)  # deaf to interrupts: hard kill
-        assert r.status == ToolStatus.TIMEOUT and r.metadata["restarted"]
+        assert r.status == Status.TIMEOUT and r.metadata["restarted"]
         r = call(t, "x", s)
-        assert r.status == ToolStatus.ERROR and "NameError" in r.text  # a fresh interpreter
+        assert r.status == Status.ERROR and "NameError" in r.text  # a fresh interpreter
 
 
 @NS
@@ -228,11 +228,11 @@ def test_every_process_gone(mode, how):
         assert wait_present(mark), "the background process never appeared"
         if how == "crash":
             r = call(t, "import os\nos._exit(1)", s)
-            assert r.status == ToolStatus.KILLED
+            assert r.status == Status.KILLED
         elif how == "timeout":
             r = call(t, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                         "while True:\n    pass", s)
-            assert r.status == ToolStatus.TIMEOUT and r.metadata["restarted"]
+            assert r.status == Status.TIMEOUT and r.metadata["restarted"]
     finally:
         close_session(t, s)
     assert wait_gone(mark) == []

@@ -23,7 +23,7 @@ import pytest
 
 from tests.sandbox_helpers import (backend, backend_or_skip, call, close_session, NAMESPACE_MODES,
                                    open_session, session_of)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import LocalBackend, PythonTool
 
 
@@ -134,7 +134,7 @@ def test_a_flooding_group_leaves_a_bystander_within_2x_of_its_idle_latency():
               f"(ratio {p50_flood / p50_idle:.2f}, {len(idle)} and {len(flood)} calls); "
               f"flooding calls {dict(statuses)}")
         assert len(idle) >= 100 and len(flood) >= 100, (len(idle), len(flood))
-        assert set(statuses) == {ToolStatus.KILLED}, statuses
+        assert set(statuses) == {Status.KILLED}, statuses
         over = b.pool.info()["counters"].get("calls_over_budget", 0) - over_before
         assert over >= sum(statuses.values()), (over, dict(statuses))
         ratios.append(p50_flood / p50_idle)
@@ -185,7 +185,7 @@ def test_a_session_that_forks_continuously_writes_nothing_between_calls(mode):
             time.sleep(0.4)
             started = time.time()
             gaps.append((ended, started))
-            assert call(tool, "import time; time.sleep(0.1)", s).status == ToolStatus.OK
+            assert call(tool, "import time; time.sleep(0.1)", s).status == Status.OK
         ended = time.time()
         time.sleep(0.4)
         gaps.append((ended, time.time()))

@@ -17,7 +17,7 @@ import tir_envs
 from tests.sandbox_helpers import (backend_or_skip, call, close_session, NAMESPACE_MODES,
                                    open_session, session_of)
 from tir_envs.task import Task
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
 
 # Descriptors in flight over a unix socket count against the sender's user (bounded by its
@@ -83,7 +83,7 @@ def two_sessions(backend):
 
 def measure(tool, session, code: str) -> str:
     r = call(tool, code, session)
-    assert r.status == ToolStatus.OK, r.text
+    assert r.status == Status.OK, r.text
     return r.text
 
 
@@ -131,7 +131,7 @@ def test_each_live_session_has_its_own_host_uid(backend):
     try:
         uids = []
         for s in sessions:
-            assert call(tool, "1", s).status == ToolStatus.OK
+            assert call(tool, "1", s).status == Status.OK
             pids = s.handle.cgroup.pids() if s.handle.cgroup else []
             uids.append({os.stat(f"/proc/{p}").st_uid for p in pids})
         assert all(len(u) == 1 for u in uids)
@@ -149,9 +149,9 @@ def test_host_descriptors_do_not_grow_with_children_or_retries(backend):
         before = len(os.listdir("/proc/self/fd"))
         code = ("import os, time\nfor _ in range(60):\n    if os.fork() == 0:\n"
                 "        time.sleep(3600)\nprint('ok')")
-        assert call(tool, code, s).status == ToolStatus.OK
+        assert call(tool, code, s).status == Status.OK
         for _ in range(20):
-            assert call(tool, "1", s).status == ToolStatus.OK
+            assert call(tool, "1", s).status == Status.OK
         # 60 children pinned 60+ before issue 21; the slack is one spare refilled meanwhile
         # (its socket and its three descriptors)
         assert len(os.listdir("/proc/self/fd")) <= before + 4

@@ -14,7 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from tests.sandbox_helpers import call, close_session, open_session, session_of  # noqa: E402
-from tir_envs.tools.base import ToolStatus  # noqa: E402
+from tir_envs.tools.base import Status  # noqa: E402
 from tir_envs.tools.python import PythonTool  # noqa: E402
 from tir_envs.tools.python.ray_backend import RayBackend  # noqa: E402
 
@@ -33,15 +33,15 @@ def cluster():
 def test_sessions_run_on_host_actors(cluster):
     t = PythonTool(backend=RayBackend(name="basic", namespace=NAMESPACE, spares=1), timeout_s=2)
     with session_of(t) as s:
-        assert call(t, "x = 20", s).status == ToolStatus.OK
+        assert call(t, "x = 20", s).status == Status.OK
         r = call(t, "print('from ray')\nx + 22", s)
-        assert r.status == ToolStatus.OK and r.text == "from ray\n42"
+        assert r.status == Status.OK and r.text == "from ray\n42"
         assert r.metadata["backend"] == "ray" and r.metadata["isolation"] in ("bwrap", "unshare",
                                                                       "rlimits")
         assert call(t, "1/0", s).metadata["error_last_line"] == "ZeroDivisionError: division by zero"
         assert asyncio.run(t.backend.info())[0]["sessions"] == 1
         r = call(t, "while True:\n    pass", s)
-        assert r.status == ToolStatus.TIMEOUT and not r.metadata["restarted"]  # interrupted
+        assert r.status == Status.TIMEOUT and not r.metadata["restarted"]  # interrupted
         assert call(t, "x", s).text == "20"
     assert asyncio.run(t.backend.info())[0]["sessions"] == 0
 
@@ -89,9 +89,9 @@ def test_dead_host_is_replaced(cluster):
     call(t, "v = 1", s)
     ray.kill(t.backend.host(0))
     r = call(t, "v", s)
-    assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+    assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
     r = call(t, "'new host'", s)
-    assert r.status == ToolStatus.OK and r.text == "'new host'"
+    assert r.status == Status.OK and r.text == "'new host'"
     close_session(t, s)
 
 

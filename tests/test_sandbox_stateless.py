@@ -12,7 +12,7 @@ import pytest
 
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
                                    call, marker, wait_gone)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import LocalBackend, PythonTool, syscall_filter
 from tir_envs.tools.python.limits import Limits
 
@@ -50,9 +50,9 @@ def _no_state_survives(tool: PythonTool) -> None:
     assert fresh.startswith("False False False [") and fresh.endswith("] False 0o1777"), fresh
     assert "'left'" not in fresh and "'locked'" not in fresh
     first = call(tool, LEAVE)
-    assert first.status == ToolStatus.OK and "shm True" in first.text, first.text
+    assert first.status == Status.OK and "shm True" in first.text, first.text
     looked = call(tool, LOOK + "os.chmod('/tmp', 0)\n")
-    assert looked.status == ToolStatus.OK, looked.text
+    assert looked.status == Status.OK, looked.text
     assert looked.text.strip() == fresh, looked.text
     again = call(tool, LOOK)  # /tmp's mode, changed by the last call, is back too
     assert again.text.strip() == fresh, again.text
@@ -66,7 +66,7 @@ def test_nothing_keeps_running_after_a_call(backend):
     tool = PythonTool(backend=backend, stateful=False)
     mark = marker()
     r = call(tool, background_sleep_code(mark))
-    assert r.status == ToolStatus.OK and "started" in r.text
+    assert r.status == Status.OK and "started" in r.text
     assert wait_gone(mark) == []
 
 
@@ -94,7 +94,7 @@ def test_a_crash_or_exit_in_a_cell_is_killed_and_the_next_call_is_fresh(backend)
     for code in ("import os; os._exit(0)", "import ctypes; ctypes.string_at(0)",
                  "import os; os.abort()"):
         r = call(tool, code)
-        assert r.status == ToolStatus.KILLED, (code, r.text)
+        assert r.status == Status.KILLED, (code, r.text)
         assert call(tool, "print('fine')").text == "fine"
 
 
@@ -132,7 +132,7 @@ def test_a_cell_cannot_reach_its_template(backend):
     (since issue 29 it cannot even see it: the cell is pid 1 of a namespace of its own)."""
     tool = PythonTool(backend=backend, stateful=False)
     r = call(tool, REACH_TEMPLATE)
-    assert r.status == ToolStatus.OK and r.text == "[] []", r.text
+    assert r.status == Status.OK and r.text == "[] []", r.text
 
 
 def test_ordinary_code_works_in_a_locked_down_cell(backend):
@@ -144,7 +144,7 @@ def test_ordinary_code_works_in_a_locked_down_cell(backend):
             "with mp.get_context('fork').Pool(2) as p:\n    sq = p.map(abs, [-1, -2])\n"
             "print(out, sq, len(os.listdir('/proc/self/fd')) > 2)")
     r = call(tool, code)
-    assert r.status == ToolStatus.OK and r.text == "42 [1, 2] True", r.text
+    assert r.status == Status.OK and r.text == "42 [1, 2] True", r.text
 
 
 @pytest.mark.parametrize("mode", NAMESPACE_MODES)
@@ -160,7 +160,7 @@ def test_without_a_syscall_filter_each_cell_locks_itself_down(mode, monkeypatch)
         assert "Seccomp:\t0" in status and "CapEff:\t0000000000000000" in status, status
         _no_state_survives(tool)
         r = call(tool, REACH_TEMPLATE)
-        assert r.status == ToolStatus.OK and r.text == "[] []", r.text
+        assert r.status == Status.OK and r.text == "[] []", r.text
     finally:
         own.shutdown()
 
@@ -182,7 +182,7 @@ def test_a_call_sees_no_trace_of_the_templates_own_warm_up(backend):
     seen = set()
     for _ in range(4):
         r = call(tool, WARM_LOOK)
-        assert r.status == ToolStatus.ERROR, r.text
+        assert r.status == Status.ERROR, r.text
         assert "['np', 'os'] None (0, 0.0) " in r.text and '"<cell-1>", line 5' in r.text, r.text
         assert "ZeroDivisionError" in r.text and "ValueError" not in r.text, r.text
         seen.add(r.text.split("(0, 0.0) ")[1].split()[0])

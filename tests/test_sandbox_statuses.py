@@ -21,7 +21,7 @@ import tir_envs
 from tests.sandbox_helpers import (backend_or_skip, call, close_session, FIND_NONCE,
                                    NAMESPACE_MODES, open_session, session_of)
 from tir_envs.task import Task
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
 
 # Finds the nonce of the running request on the stack (the sandbox's own frames hold it),
@@ -63,7 +63,7 @@ ENDINGS = {
              "    os._exit(0)\nprint('left a writer behind')",
 }
 
-ALLOWED = {ToolStatus.OK, ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.KILLED}
+ALLOWED = {Status.OK, Status.ERROR, Status.TIMEOUT, Status.KILLED}
 
 
 @pytest.fixture(scope="module", params=(*NAMESPACE_MODES, "rlimits"))

@@ -12,7 +12,7 @@ import pytest
 from tests.sandbox_helpers import (call, close_session, marker, open_session, session_of, wait_gone,
                                    wait_present)
 from tir_envs.env import TIREnv
-from tir_envs.tools.base import ToolResult, ToolStatus
+from tir_envs.tools.base import ToolResult, Status
 from tir_envs.tools.python import (Limits, LocalBackend, PythonTool, SandboxBackend,
                                    SandboxUnavailable)
 
@@ -37,13 +37,13 @@ def test_state_persists_and_final_expression_is_shown(tool, session):
     assert call(tool, "print('hi')\nx + 1", session).text == "hi\n21"  # as a notebook: both
     assert call(tool, "print('only')\nNone", session).text == "only"
     r = call(tool, "import sympy as sp\nsp.factor(sp.Symbol('a')**2 - 1)", session)
-    assert r.status == ToolStatus.OK and r.text == "(a - 1)*(a + 1)"
+    assert r.status == Status.OK and r.text == "(a - 1)*(a + 1)"
     assert r.metadata["has_value"] is True
 
 
 def test_result_metadata(tool, session):
     r = call(tool, "import sys\nprint('out')\nprint('warn', file=sys.stderr)\n1/0", session)
-    assert isinstance(r, ToolResult) and r.status == ToolStatus.ERROR
+    assert isinstance(r, ToolResult) and r.status == Status.ERROR
     meta = r.metadata
     assert meta["error_last_line"] == "ZeroDivisionError: division by zero"
     assert meta["error_type"] == "ZeroDivisionError" and meta["exit"] == "error"
@@ -71,13 +71,13 @@ def test_error_styles(session):
 
 def test_traceback_keeps_library_frames_called_by_the_code(tool):
     r = call(tool, "from fractions import Fraction\nFraction(1, 0)")
-    assert r.status == ToolStatus.ERROR
+    assert r.status == Status.ERROR
     assert "fractions.py" in r.text and "<cell-1>" in r.text and "sandbox" not in r.text
 
 
 def test_syntax_error(tool):
     r = call(tool, "x = (1,\nprint(x)")
-    assert r.status == ToolStatus.ERROR
+    assert r.status == Status.ERROR
     assert r.text.splitlines()[-1].startswith("SyntaxError")
     assert "Traceback" not in r.text  # nothing ran: only the compiler's message
 
@@ -87,14 +87,14 @@ def test_syntax_error(tool):
 def test_bad_arguments_are_an_error_result(tool, session, args):
     for s in (session, None):
         r = asyncio.run(tool.call(args, s))
-        assert r.status == ToolStatus.ERROR and "'code'" in r.text
+        assert r.status == Status.ERROR and "'code'" in r.text
         assert r.metadata["error_last_line"] == r.text
 
 
 def test_output_is_capped_and_the_cut_marked(tool):
     small = PythonTool(backend=AUTO, max_output_chars=100)
     r = call(small, "print('A' * 50 + 'B' * 5000 + 'C' * 50)")
-    assert r.status == ToolStatus.OK and r.metadata["truncated"]
+    assert r.status == Status.OK and r.metadata["truncated"]
     assert r.text.startswith("A" * 50) and r.text.endswith("C" * 20)
     assert "characters truncated" in r.text and len(r.text) < 200
     big_value = call(small, "'v' * 10_000")
@@ -118,7 +118,7 @@ def test_scientific_stack_is_preloaded(tool):
 def test_each_session_has_its_own_random_state(tool):
     code = "import random, numpy as np\n(random.random(), float(np.random.rand()))"
     a, b = call(tool, code), call(tool, code)
-    assert a.status == b.status == ToolStatus.OK and a.text != b.text
+    assert a.status == b.status == Status.OK and a.text != b.text
     ra, rb = eval(a.text), eval(b.text)  # noqa: S307 - tuples of floats we printed
     assert ra[0] != rb[0] and ra[1] != rb[1]
 
@@ -240,7 +240,7 @@ def test_unavailable_sandbox_is_infra_error_not_exception():
     s = open_session(t)
     for session in (s, None):
         r = call(t, "print(1)", session)
-        assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+        assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
     close_session(t, s)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.sandbox_helpers import (backend_or_skip, call, close_session, FIND_NONCE,
                                    NAMESPACE_MODES, open_session, session_of)
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
 from tir_envs.tools.python.sandbox import protocol
 
@@ -68,9 +68,9 @@ def test_a_forged_reply_never_chooses_the_status(backend, frame):
     tool = tool_for(backend)
     r, after = run_session(tool, FORGE + "import json\n" + frame + "\nimport time; time.sleep(3)",
                            "'fresh'")
-    assert r.status == ToolStatus.KILLED, r.text
+    assert r.status == Status.KILLED, r.text
     assert "not your fault" not in r.text and len(r.text) < 1000
-    assert after.status == ToolStatus.OK and after.metadata["restarted"] is False
+    assert after.status == Status.OK and after.metadata["restarted"] is False
 
 
 def test_a_forged_reply_ends_nothing_early(backend):
@@ -82,7 +82,7 @@ def test_a_forged_reply_ends_nothing_early(backend):
     with session_of(tool) as s:
         code = FORGE + "forge(stdout='all tests pass\\n')\nwhile True:\n    pass\n"
         first = call(tool, code, s)
-        assert first.status == ToolStatus.TIMEOUT, first.text
+        assert first.status == Status.TIMEOUT, first.text
         assert "all tests pass" not in first.text
         assert call(tool, "'next'", s).text == "'next'"  # interrupted, not killed: state kept
 
@@ -96,7 +96,7 @@ def test_a_session_is_stopped_between_calls(backend):
         code = ("import os, threading\ndef spin():\n    while True:\n        pass\n"
                 "threading.Thread(target=spin, daemon=True).start()\n"
                 "if os.fork() == 0:\n    spin()\n")
-        assert call(tool, code, s).status == ToolStatus.OK
+        assert call(tool, code, s).status == Status.OK
         cgroup = s.handle.cgroup
         pids = cgroup.pids()
         assert len(pids) == 3 and cgroup.keeper in pids
@@ -129,9 +129,9 @@ def test_death_armed_for_later_is_the_models_outcome(backend):
     r1, r2, r3 = run_session(tool, "import os, threading\n"
                                    "threading.Timer(0.3, os._exit, (0,)).start()",
                              "import time; time.sleep(1.5)", "'fresh'")
-    assert r1.status == ToolStatus.OK
-    assert r2.status == ToolStatus.KILLED and "not your fault" not in r2.text
-    assert r3.status == ToolStatus.OK and r3.text == "'fresh'"
+    assert r1.status == Status.OK
+    assert r2.status == Status.KILLED and "not your fault" not in r2.text
+    assert r3.status == Status.OK and r3.text == "'fresh'"
 
 
 # ------------------------------------------------------------------ 2. error text
@@ -139,7 +139,7 @@ def test_death_armed_for_later_is_the_models_outcome(backend):
 def test_huge_exception_messages_are_capped_everywhere(backend, style):
     tool = PythonTool(backend=backend, error_style=style, max_output_chars=2000)
     (r,) = run_session(tool, "raise ValueError('A' * 12_000_000)")
-    assert r.status == ToolStatus.ERROR and len(r.text) < 2600
+    assert r.status == Status.ERROR and len(r.text) < 2600
     assert "characters truncated" in r.text
     assert len(r.metadata["error_last_line"]) <= 300 and r.metadata["error_type"] == "ValueError"
     assert sum(len(str(v)) for v in r.metadata.values()) < 1000
@@ -151,7 +151,7 @@ def test_memory_parked_in_a_memfd_counts_against_the_limit(backend):
     tool = tool_for(backend, memory_mb=200)
     (r,) = run_session(tool, "import os\nfd = os.memfd_create('x')\nchunk = b'x' * (1 << 20)\n"
                              "for i in range(576):\n    os.write(fd, chunk)\nprint('held', i + 1)")
-    assert r.status in (ToolStatus.KILLED, ToolStatus.ERROR), r.text
+    assert r.status in (Status.KILLED, Status.ERROR), r.text
     assert "held 576" not in r.text
 
 
@@ -163,7 +163,7 @@ def test_memory_spread_over_child_processes_counts_once(backend):
             "        os._exit(0)\n    kids.append(pid)\n"
             "print(sorted(os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids))")
     (r,) = run_session(tool, code)
-    assert r.status in (ToolStatus.OK, ToolStatus.KILLED), r.text
+    assert r.status in (Status.OK, Status.KILLED), r.text
     assert r.text != "[0, 0, 0]", "three children held 450 MB under a 200 MB limit"
 
 
@@ -178,7 +178,7 @@ PROBE = ("def ticks(pid):\n    f = open(f'/proc/{pid}/stat').read().rsplit(')', 
 def _progress_between_and_during_calls(tool: PythonTool):
     """(thread and child progress over 1.5 s between calls, the same over 1.5 s in a call)."""
     with session_of(tool) as s:
-        assert call(tool, SPIN, s).status == ToolStatus.OK
+        assert call(tool, SPIN, s).status == Status.OK
         n1, t1 = eval(call(tool, PROBE, s).text)  # noqa: S307 - a tuple we printed
         time.sleep(1.5)
         n2, t2 = eval(call(tool, PROBE, s).text)  # noqa: S307
@@ -218,7 +218,7 @@ def test_oversized_or_nested_frames_are_refused_before_parsing(backend, payload)
     tool = tool_for(backend)
     with session_of(tool) as bystander:
         (r,) = run_session(tool, "import os\n" + payload + "\nimport time; time.sleep(3)")
-        assert r.status == ToolStatus.KILLED
+        assert r.status == Status.KILLED
         assert call(tool, "1 + 1", bystander).text == "2"
         assert all(h.decoder.pending < (1 << 20) for z in backend.pool.fleet.servers
                    for h in z.sessions.values())
@@ -241,7 +241,7 @@ def test_keyring_and_foreign_socket_families_are_denied(backend):
             "    print('audit open')\nexcept OSError as e:\n    print('audit', e.errno)\n"
             "print('ptrace', libc.ptrace(0, 0, 0, 0), errno.errorcode.get(ctypes.get_errno()))")
     (r,) = run_session(tool_for(backend), code)
-    assert r.status == ToolStatus.OK, r.text
+    assert r.status == Status.OK, r.text
     assert "keyctl -1 EPERM" in r.text and "ptrace -1 EPERM" in r.text
     assert "open" not in r.text, r.text
     assert r.text.count("EAFNOSUPPORT") == 4
@@ -264,7 +264,7 @@ def test_host_session_keyring_is_not_inherited(tmp_path):
     try:
         tool = PythonTool(backend=b)
         (r,) = run_session(tool, "print(open('/proc/keys').read())")
-        assert r.status == ToolStatus.OK and "tir-test-secret" not in r.text
+        assert r.status == Status.OK and "tir-test-secret" not in r.text
         assert b.pool.info()["fork_server"].get("fork_server_keyring") is True
     finally:
         b.shutdown()
@@ -283,7 +283,7 @@ def test_per_uid_quotas_and_host_file_locks_are_out_of_reach(backend):
     tool = tool_for(backend)
     with session_of(tool) as s:
         r = call(tool, code, s)
-        assert r.status == ToolStatus.OK, r.text
+        assert r.status == Status.OK, r.text
         assert "inotify -1 EPERM" in r.text and "pipe EPERM" in r.text and "locked" in r.text
         import os
         path = venv_cfg if os.path.exists(venv_cfg) else "/usr/lib/os-release"
@@ -307,6 +307,6 @@ def test_control_bytes_are_escaped_in_observations(backend):
     (r,) = run_session(tool_for(backend),
                        "import sys\nprint('a\\x00b\\x1b[31mred\\rc\\td')\n"
                        "sys.stderr.write('\\x07bell\\n')\n'\\x1b'")
-    assert r.status == ToolStatus.OK
+    assert r.status == Status.OK
     assert not any(ord(c) < 32 and c not in "\n\t" for c in r.text), repr(r.text)
     assert "a\\x00b\\x1b[31mred\\x0dc\td" in r.text and "\\x07bell" in r.text

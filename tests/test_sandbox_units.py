@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python import Execution, Limits, PoolConfig
 from tir_envs.tools.python.launcher import (MODES, _bwrap_args, _dedupe, allowed_paths,
                                             launch_spec, sandbox_env)
@@ -171,28 +171,28 @@ def test_launch_spec_passes_a_clean_environment():
 
 
 def test_execution_renders_per_error_style():
-    exe = Execution(ToolStatus.ERROR, stdout="out\n", stderr="warn\n",
+    exe = Execution(Status.ERROR, stdout="out\n", stderr="warn\n",
                     error="Traceback (most recent call last):\n  ...\nValueError: bad",
                     error_last_line="ValueError: bad")
     assert exe.render("full") == "out\nwarn\nTraceback (most recent call last):\n  ...\nValueError: bad"
     assert exe.render("last_line") == "out\nwarn\nValueError: bad"
-    ok = Execution(ToolStatus.OK, stdout="1\n", value="2")
+    ok = Execution(Status.OK, stdout="1\n", value="2")
     assert ok.render() == "1\n2"
 
 
 @pytest.mark.parametrize("reply, status, lost, words", [
-    ({"status": "timeout", "lost": True}, ToolStatus.TIMEOUT, True, "time limit"),
-    ({"status": "killed", "lost": True, "signal": 9}, ToolStatus.KILLED, True, "SIGKILL"),
-    ({"status": "killed", "lost": True, "code": 3}, ToolStatus.KILLED, True, "code 3"),
-    ({"status": "killed", "lost": True, "signal": 9, "timed_out": True}, ToolStatus.TIMEOUT, True,
+    ({"status": "timeout", "lost": True}, Status.TIMEOUT, True, "time limit"),
+    ({"status": "killed", "lost": True, "signal": 9}, Status.KILLED, True, "SIGKILL"),
+    ({"status": "killed", "lost": True, "code": 3}, Status.KILLED, True, "code 3"),
+    ({"status": "killed", "lost": True, "signal": 9, "timed_out": True}, Status.TIMEOUT, True,
      "time limit"),
-    ({"status": "killed", "cause": "protocol", "lost": True}, ToolStatus.KILLED, True, "malformed"),
-    ({"status": "infra_error", "lost": True, "error": "boom"}, ToolStatus.INFRA_ERROR, True, "boom"),
+    ({"status": "killed", "cause": "protocol", "lost": True}, Status.KILLED, True, "malformed"),
+    ({"status": "infra_error", "lost": True, "error": "boom"}, Status.INFRA_ERROR, True, "boom"),
     ({"op": "result", "status": "killed", "limit": "memory", "error": "MemoryError", "error_last_line": "MemoryError"},
-     ToolStatus.KILLED, False, "MemoryError"),
+     Status.KILLED, False, "MemoryError"),
     ({"op": "result", "status": "timeout", "error": "Traceback (most recent call last):\n  x\n"
                                                   "KeyboardInterrupt"},
-     ToolStatus.TIMEOUT, False, "TimeoutError"),
+     Status.TIMEOUT, False, "TimeoutError"),
 ])
 def test_pool_replies_map_to_statuses(reply, status, lost, words):
     exe = execution_from_reply(reply, Limits(timeout_s=2))
@@ -203,7 +203,7 @@ def test_pool_replies_map_to_statuses(reply, status, lost, words):
 def test_any_backend_outcome_is_bounded_and_typed():
     """Whatever a backend hands back (a Ray host, E2B, a buggy one): wrong types become empty
     text, every string is capped, control bytes escaped, metadata stays small (issue 12)."""
-    exe = Execution(ToolStatus.ERROR, stdout={"forged": 1}, stderr="\x1b[2J" + "e" * 50_000,
+    exe = Execution(Status.ERROR, stdout={"forged": 1}, stderr="\x1b[2J" + "e" * 50_000,
                     value="v" * 50_000, error="A" * 12_000_000, error_last_line="A" * 12_000_000,
                     duration_s="soon", details={"cpu_s": float("nan"), "signal": 9,
                                                 "isolation": "bwrap\x00", "stdout": "x" * 99})
@@ -236,7 +236,7 @@ def test_a_failing_backend_is_infra_error_never_an_exception():
 
     tool = PythonTool(backend=Broken())
     r = asyncio.run(tool.call({"code": "1"}, asyncio.run(tool.open_session())))
-    assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+    assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
 
 
 def test_awaitable_hands_over_results_errors_and_cancellation():

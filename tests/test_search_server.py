@@ -11,7 +11,7 @@ import pytest
 from tests.search_helpers import SMALL_QUERIES, small_corpus, small_index
 from tir_envs.cli import build_parser, main
 from tir_envs.envs.search import SearchEnv
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.search import SearchTool, open_retriever
 from tir_envs.tools.search.client import HttpRetriever
 from tir_envs.tools.search.retriever import RetrieverError
@@ -102,7 +102,7 @@ def test_stopped_server_is_an_infrastructure_error():
     with pytest.raises(RetrieverError, match="unreachable"):
         client.search("x")
     result = asyncio.run(SearchTool(client).call({"query": "x"}))
-    assert result.status == ToolStatus.INFRA_ERROR and "not your fault" in result.text
+    assert result.status == Status.INFRA_ERROR and "not your fault" in result.text
 
 
 def test_server_start_failure_shows_the_log(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 from tests.search_helpers import SMALL_DOCS, SMALL_QUERIES, small_index
 from tir_envs.envs.search import SearchEnv
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.search import SearchTool, open_retriever
 from tir_envs.tools.search.bm25 import BM25Retriever
 from tir_envs.tools.search.client import HttpRetriever
@@ -117,7 +117,7 @@ def test_a_full_queue_answers_503_overloaded_and_recovers(gated, qwen_tok):
     with pytest.raises(RetrieverOverloaded, match="overloaded: 2 requests"):
         client.search("capital of France")
     result = asyncio.run(SearchTool(client).call({"query": "capital of France"}))
-    assert result.status == ToolStatus.INFRA_ERROR and "overloaded" in result.text
+    assert result.status == Status.INFRA_ERROR and "overloaded" in result.text
 
     env = SearchEnv(tokenizer=qwen_tok, retriever=client,
                     tasks=[{"question": "Capital of France", "answer": "Paris"}])
@@ -140,7 +140,7 @@ def test_a_client_timeout_is_a_host_observed_infra_timeout(gated, qwen_tok):
     with pytest.raises(RetrieverTimeout, match="did not answer within 0.5 s"):
         client.search("capital of France")
     result = asyncio.run(SearchTool(client, timeout_s=30).call({"query": "capital"}))
-    assert result.status == ToolStatus.INFRA_ERROR and result.metadata["timeout"] is True
+    assert result.status == Status.INFRA_ERROR and result.metadata["timeout"] is True
 
     env = SearchEnv(tokenizer=qwen_tok, retriever=client,
                     tasks=[{"question": "Capital of France", "answer": "Paris"}])

@@ -16,7 +16,7 @@ from tests.sql_helpers import (ATTACK_FILES, CACHE, UNSAFE_DUCKDB, UNSAFE_SQLITE
                                folder_listing, make_sqlite, sha256, spider_db)
 from tir_envs.data.spider import spider_databases
 from tir_envs.task import Task
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.sql import (SQLDatabase, SQLTool, describe_database, find_database,
                                 open_database, render_table, run_query)
 from tir_envs.tools.sql.convert import cache_root, duckdb_copy, duckdb_type
@@ -222,15 +222,15 @@ def test_tool_session_from_the_task_renders_results_and_statuses(engine):
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
         "DELETE FROM Pets"])
     assert isinstance(session, sqlite3.Connection) == (engine is None)
-    assert ok.status == ToolStatus.OK
+    assert ok.status == Status.OK
     assert ok.text == ("PetID | PetType\n---------------\n2001 | cat\n2002 | dog\n"
                        "[cut: showing the first 2 of 3 rows]")
     assert ok.metadata["rows"] == 3
-    assert bad.status == ToolStatus.ERROR and bad.text.startswith("Error: ")
+    assert bad.status == Status.ERROR and bad.text.startswith("Error: ")
     assert "nope" in bad.text
-    assert empty.status == ToolStatus.ERROR and "empty" in empty.text
-    assert slow.status == ToolStatus.TIMEOUT and "time limit" in slow.text
-    assert refused.status == ToolStatus.ERROR and "statement refused" in refused.text
+    assert empty.status == Status.ERROR and "empty" in empty.text
+    assert slow.status == Status.TIMEOUT and "time limit" in slow.text
+    assert refused.status == Status.ERROR and "statement refused" in refused.text
 
 
 def test_one_connection_per_episode_and_the_tool_is_never_mutated(tmp_path):

@@ -11,7 +11,7 @@ from typing import Literal
 import pytest
 
 from tir_envs import TIREnv
-from tir_envs.tools import FunctionTool, ToolResult, ToolStatus, function_tool, tool
+from tir_envs.tools import FunctionTool, ToolResult, Status, function_tool, tool
 from tir_envs.tools.schema import parse_docstring
 
 
@@ -106,7 +106,7 @@ def test_decorator_forms_and_direct_call():
 ])
 def test_bad_arguments_are_error_results(arguments, needle):
     r = asyncio.run(function_tool(weather).call(arguments))
-    assert r.status == ToolStatus.ERROR and needle in r.text
+    assert r.status == Status.ERROR and needle in r.text
 
 
 def test_enum_arguments_arrive_as_members():
@@ -118,7 +118,7 @@ def test_exceptions_are_error_results_never_raised():
     def boom(x: str) -> str:
         raise KeyError(x)
     r = asyncio.run(function_tool(boom).call({"x": "k"}))
-    assert r.status == ToolStatus.ERROR and r.text == "Error: KeyError: 'k'"
+    assert r.status == Status.ERROR and r.text == "Error: KeyError: 'k'"
 
 
 def test_sync_timeout_and_async_timeout():
@@ -130,9 +130,9 @@ def test_sync_timeout_and_async_timeout():
         await asyncio.sleep(5)
         return x
     r = asyncio.run(function_tool(slow, timeout_s=0.1).call({"x": 1}))
-    assert r.status == ToolStatus.TIMEOUT and "timed out after 0.1 s" in r.text
+    assert r.status == Status.TIMEOUT and "timed out after 0.1 s" in r.text
     r = asyncio.run(function_tool(aslow, timeout_s=0.1).call({"x": 1}))
-    assert r.status == ToolStatus.TIMEOUT
+    assert r.status == Status.TIMEOUT
 
 
 def test_blocking_function_runs_off_the_event_loop():
@@ -217,5 +217,5 @@ def test_a_raising_function_in_an_env_is_a_tool_error_turn():
 
 def test_returning_a_tool_result_keeps_its_status():
     def picky(x: str) -> ToolResult:
-        return ToolResult("no", ToolStatus.ERROR)
-    assert asyncio.run(function_tool(picky).call({"x": "a"})).status == ToolStatus.ERROR
+        return ToolResult("no", Status.ERROR)
+    assert asyncio.run(function_tool(picky).call({"x": "a"})).status == Status.ERROR

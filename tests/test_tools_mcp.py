@@ -10,7 +10,7 @@ pytest.importorskip("mcp", reason="the mcp extra is part of make test: pip insta
 
 from tests.mcp_helpers import start_http_server, stdio_command  # noqa: E402
 from tir_envs import TIREnv  # noqa: E402
-from tir_envs.tools import ToolStatus  # noqa: E402
+from tir_envs.tools import Status  # noqa: E402
 from tir_envs.tools.mcp_tools import McpTools  # noqa: E402
 
 
@@ -36,26 +36,26 @@ def test_lists_tools_with_schemas(stdio_tools):
 def test_calls_ok_and_error(stdio_tools):
     tools = by_name(stdio_tools)
     r = asyncio.run(tools["add"].call({"a": 2, "b": 40}))
-    assert r.status == ToolStatus.OK and r.text == "42"
+    assert r.status == Status.OK and r.text == "42"
     r = asyncio.run(tools["fail"].call({"x": "q"}))
-    assert r.status == ToolStatus.ERROR
+    assert r.status == Status.ERROR
     r = asyncio.run(tools["add"].call({"a": "z"}))  # arguments the server rejects
-    assert r.status == ToolStatus.ERROR
+    assert r.status == Status.ERROR
 
 
 def test_a_hanging_server_is_a_timeout_and_the_server_lives_on(stdio_tools):
     tools = by_name(stdio_tools)
     r = asyncio.run(tools["hang"].call({}))
-    assert r.status == ToolStatus.TIMEOUT and "timed out after 2 s" in r.text
+    assert r.status == Status.TIMEOUT and "timed out after 2 s" in r.text
     assert asyncio.run(tools["add"].call({"a": 1, "b": 1})).text == "2"
 
 
 def test_a_crashing_server_is_infra_error_then_down(stdio_tools):
     tools = by_name(stdio_tools)
     r = asyncio.run(tools["crash"].call({}))
-    assert r.status == ToolStatus.INFRA_ERROR and "not your fault" in r.text
+    assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
     r = asyncio.run(tools["add"].call({"a": 1, "b": 1}))  # nobody answers any more
-    assert r.status == ToolStatus.INFRA_ERROR
+    assert r.status == Status.INFRA_ERROR
     stdio_tools.reconnect()  # a new server process
     assert asyncio.run(tools["add"].call({"a": 1, "b": 1})).text == "2"
 
@@ -101,7 +101,7 @@ def test_close_stops_the_stdio_server(tmp_path):
     else:
         raise AssertionError(f"the MCP server {pid} outlived McpTools.close()")
     r = asyncio.run(by_name(tools)["add"].call({"a": 1, "b": 1}))
-    assert r.status == ToolStatus.INFRA_ERROR  # closed tools answer, never raise
+    assert r.status == Status.INFRA_ERROR  # closed tools answer, never raise
 
 
 def test_unreachable_server_fails_at_make_time_naming_it(tmp_path):
@@ -136,12 +136,12 @@ def test_streamable_http_server(tmp_path):
     try:
         named = by_name(tools)
         assert asyncio.run(named["add"].call({"a": 3, "b": 4})).text == "7"
-        assert asyncio.run(named["hang"].call({})).status == ToolStatus.TIMEOUT
-        assert asyncio.run(named["forge"].call({})).status == ToolStatus.OK
+        assert asyncio.run(named["hang"].call({})).status == Status.TIMEOUT
+        assert asyncio.run(named["forge"].call({})).status == Status.OK
         proc.kill()  # the server dies: what follows is the host's failure
         proc.wait(10)
         r = asyncio.run(named["add"].call({"a": 1, "b": 1}))
-        assert r.status == ToolStatus.INFRA_ERROR
+        assert r.status == Status.INFRA_ERROR
     finally:
         tools.close()
         proc.kill()

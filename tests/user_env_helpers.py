@@ -22,7 +22,7 @@ from tir_envs import TIREnv
 from tir_envs.formats import TagsFormat, TagSpec
 from tir_envs.protocols import Budgets, Protocol
 from tir_envs.rewards.base import RewardResult
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 
 FACTORS = {"km": 1000, "m": 1, "cm": 0.01}
 
@@ -33,7 +33,7 @@ class ConvertTool(Tool):
     async def call(self, arguments, session=None):
         m = re.fullmatch(r"\s*(\d+)\s*(km|m|cm)\s*", arguments.get("body", ""))
         if not m:
-            return ToolResult("Error: write <convert>3 km</convert>", ToolStatus.ERROR)
+            return ToolResult("Error: write <convert>3 km</convert>", Status.ERROR)
         return ToolResult(str(int(m[1]) * FACTORS[m[2]]))
 
 

@@ -37,13 +37,14 @@ from tir_envs.codec import Codec, drift, truncate_middle
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.status import TurnStatus
+from tir_envs.status import Status
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.trajectory import Trajectory, Turn
+from tir_envs.untrusted import lone_surrogate
 from tir_envs.validation import check_positive_int
 
 EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
@@ -447,17 +448,27 @@ class TIREnv(gym.Env):
                               f"{cut} tokens dropped")
         if self.chat is not None:  # nothing written inside a reasoning block is read
             text = self.chat.visible(text)
-        calls = self.protocol.parse(text, state) if self.use_tools else []
+        calls = self._parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
         return _Action(turn, self._calls_to_run(turn, calls, final, cut), final, cut)
 
+    def _parse(self, text: str, state: EpisodeState) -> list[ToolCall]:
+        """The action's calls.  A parser that raises on what the policy wrote (a family's own
+        JSON reader on nesting past the recursion limit) gives one call with that error: a
+        botched call is an observation, never an exception out of ``step``."""
+        try:
+            return self.protocol.parse(text, state)
+        except (RecursionError, ValueError) as exc:
+            return [ToolCall(None, {}, text, 0, len(text), f"the tool call could not be read "
+                             f"({type(exc).__name__}: {str(exc)[:200]})")]
+
     def _calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
                       cut: int) -> list[ToolCall]:
         """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
         if final or not calls:
-            turn.status = TurnStatus.NO_CALL
+            turn.status = Status.NO_CALL
             return []
         if cut:
             turn.notes.append("max_tokens reached: calls not executed")
@@ -482,15 +493,19 @@ class TIREnv(gym.Env):
     async def _call_one(self, call: ToolCall) -> tuple[ToolResult, dict[str, Any]]:
         """Run one call; return its result and the host's record of it for the ledger."""
         if call.error:
-            return ToolResult(f"Error: {call.error}", ToolStatus.ERROR), {"parse_error": True}
+            return ToolResult(f"Error: {call.error}", Status.ERROR), {"parse_error": True}
+        bad = lone_surrogate(call.arguments)
+        if bad is not None:  # no text: a tool raising on it would void the episode
+            return (ToolResult(f"Error: the arguments hold a lone surrogate ({bad}), which is no "
+                               "text; send valid Unicode", Status.ERROR), {"parse_error": True})
         tool = self.tools.get(call.name or "")
         if tool is None:
             return (ToolResult(f"Error: unknown tool {call.name!r}; available tools: "
-                               f"{', '.join(sorted(self.tools))}", ToolStatus.ERROR),
+                               f"{', '.join(sorted(self.tools))}", Status.ERROR),
                     {"unknown_tool": True})
         used = self.state.calls_used.get(tool.name, 0)
         if self.state.calls_left(tool.name) == 0:
-            return ToolResult(self.exhausted_notice, ToolStatus.ERROR), {"exhausted": True}
+            return ToolResult(self.exhausted_notice, Status.ERROR), {"exhausted": True}
         self.state.calls_used[tool.name] = used + 1
         start = time.perf_counter()
         try:
@@ -513,8 +528,8 @@ class TIREnv(gym.Env):
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = TurnStatus.of(r.status for r in results)
-            traj.infra_failed |= turn.status is TurnStatus.INFRA_ERROR
+            turn.status = Status.of(r.status for r in results)
+            traj.infra_failed |= turn.status is Status.INFRA_ERROR
             reward += self._turn_reward(turn, results)
             obs_ids = self._observation_ids(calls, results, turn)
             turn.observation_span = traj.append(obs_ids, policy=False)

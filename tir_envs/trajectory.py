@@ -9,13 +9,14 @@ say which spans are actions and which are observations, what was called and how 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
-from tir_envs.status import TurnStatus
+from tir_envs.status import Status
 
 
 @dataclass(eq=False)
@@ -36,7 +37,7 @@ class Turn:
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     reward: float = 0.0
     reward_components: dict[str, float] = field(default_factory=dict)
-    status: TurnStatus = TurnStatus.OK  # TurnStatus.of(the calls' ToolStatus)
+    status: Status = Status.OK  # Status.of(the calls' statuses)
     notes: list[str] = field(default_factory=list)
     #: on the episode's last turn: the final answer as the protocol read it (what was graded)
     answer: str | None = None
@@ -52,7 +53,7 @@ class Turn:
         d = {f.name: _copied(getattr(self, f.name)) for f in fields(self)}
         d["action_span"] = list(self.action_span)
         d["observation_span"] = list(self.observation_span)
-        d["status"] = TurnStatus(self.status).value
+        d["status"] = Status(self.status).value
         return d
 
     @classmethod
@@ -60,7 +61,7 @@ class Turn:
         d = dict(d)
         d["action_span"] = tuple(d["action_span"])
         d["observation_span"] = tuple(d.get("observation_span", (0, 0)))
-        d["status"] = TurnStatus(d.get("status", "ok"))
+        d["status"] = Status(d.get("status", "ok"))
         return cls(**d)
 
 
@@ -240,7 +241,14 @@ class Trajectory:
         return cls(turns=turns, **d)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+        """One JSON line, valid UTF-8 whatever the episode holds: a lone surrogate (a policy
+        can send ``"\\ud800"`` in a tool call's JSON, and a tool echo it) is written as its
+        JSON escape, which reads back as the same string."""
+        text = json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _decode(tokenizer, ids: Sequence[int]) -> str:

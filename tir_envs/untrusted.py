@@ -20,10 +20,19 @@ from typing import Sequence
 
 #: C0/C1 controls except newline and tab; bidi marks, embeddings, overrides and isolates; the
 #: line and paragraph separators; zero-width and invisible-operator characters; soft hyphen;
-#: the BOM; interlinear annotation controls; tag characters (invisible ASCII look-alikes).
+#: the BOM; interlinear annotation controls; tag characters (invisible ASCII look-alikes);
+#: every other format character (Arabic and Syriac marks, Egyptian, shorthand and musical
+#: format controls); variation selectors (invisible, and able to carry bytes: "emoji
+#: smuggling"); fillers; and surrogates (a lone one, e.g. ``"\\ud800"`` sent through a tool
+#: call's JSON and echoed, is no valid text: a tokenizer refuses it).  Together: every code
+#: point of the categories Cc, Cf, Zl, Zp and Cs (``tests/test_redteam_round4.py`` checks
+#: that against the running Python's Unicode tables) and the invisible ones beside them.
 _INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def _escape(match: re.Match) -> str:
@@ -51,6 +60,7 @@ class PlainEncoder:
         self.added_ids = frozenset(_added_vocab(tokenizer).values())
         self._contents = {i: t for t, i in _added_vocab(tokenizer).items()}
         self._plain = _without_added_tokens(tokenizer)
+        self._split_option = True  # off for a backend without ``split_special_tokens``
 
     def encode(self, text: str) -> list[int]:
         ids = self._encode(text)
@@ -74,8 +84,15 @@ class PlainEncoder:
     def _encode(self, text: str) -> list[int]:
         if self._plain is not None:
             return self._plain.encode(text, add_special_tokens=False).ids
-        return list(self.tokenizer.encode(text, add_special_tokens=False,
-                                          split_special_tokens=True))
+        if self._split_option:
+            try:
+                return list(self.tokenizer.encode(text, add_special_tokens=False,
+                                                  split_special_tokens=True))
+            except ValueError:  # MistralCommonBackend: "does not support split_special_tokens"
+                self._split_option = False
+        # Such a backend (mistral-common) reads text as text; ``encode`` still checks that no
+        # added id came out, and splits any that did one character at a time.
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
 
 
 def _added_vocab(tokenizer) -> dict[str, int]:
@@ -111,3 +128,29 @@ def plain_encoder(tokenizer) -> PlainEncoder:
         if enc is None:
             enc = _ENCODERS[tokenizer] = PlainEncoder(tokenizer)
         return enc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object) -> str | None:
+    """The first lone surrogate in a tool call's arguments (keys and values, at any depth),
+    written as an escape, or ``None``.
+
+    JSON lets a policy send ``"\\ud800"``: a Python string that is no text (it cannot be
+    encoded).  A tool that encodes it raises, and the env counts a tool's exception as
+    infrastructure, so the episode would be void: dropped by the trainer, a wrong answer
+    costing nothing.  The env refuses such arguments as the call's own error instead."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            m = _SURROGATE.search(v)
+            if m:
+                return escape_controls(m.group())
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return None

@@ -258,6 +258,11 @@ _HEDGE_FORMS = {
     "cap": "{w} \\cap {g}", "big_vee": "{w} ⋁ {g}", "fullwidth_bar": "{w} ｜ {g}",
     "cjk_or": "{w} 或 {g}", "vs": "{w} vs {g}", "arrow": "{w} → {g}", "plus": "{w} + {g}",
     "tab": "{w}\t{g}", "line_separator": "{w}\u2028{g}", "phantom": "\\phantom{{{w}}}{g}",
+    # round 4 (a grader reading one side or one item of what it does understand; the accent
+    # form is spaced by "\\," not a bare space: space-joined names are F1's inherent case)
+    "dots": "{w} \\dots {g}", "norm_bar": "{w} \\| {g}", "accent": "\\hat {w}\\,{g}",
+    "units_apart": "{w} \\text{{ cm }} {g} \\text{{ cm}}", "bmod": "{w} \\bmod {g}",
+    "value_chain": "{w} + 0 = {g}", "chain_back": "{g} = {w} + 0",
 }
 for _name, _form in _HEDGE_FORMS.items():
     _hedge(_name, f"'{_form.format(w='wrong', g='gold')}'",
@@ -268,12 +273,12 @@ for _name, _form in _HEDGE_FORMS.items():
 def status_text() -> str:
     """Every word the env itself uses for a status or a verdict, and the sentence it writes
     for an infrastructure failure: what a reward that reads tool text would believe."""
-    from tir_envs.tools.base import ToolResult, ToolStatus
+    from tir_envs.tools.base import ToolResult, Status
     from tir_envs.trajectory import FAILURE_STOP_REASONS
 
     stops = dict.fromkeys(["answered", "no_answer", "max_turns", "max_tokens",
                            *FAILURE_STOP_REASONS, *FAILURE_STOP_REASONS.values()])
-    lines = [f"status: {s.value}" for s in ToolStatus] + [f"stop_reason: {r}" for r in stops]
+    lines = [f"status: {s.value}" for s in Status] + [f"stop_reason: {r}" for r in stops]
     lines += [ToolResult.infra("the Python sandbox is unavailable (the sandbox failed: "
                                "the fork server exited)").text,
               "infra_failed: true", "sandbox failed", "killed", "timeout"]
@@ -387,6 +392,16 @@ def sql_runaway(ctx):
     runaway = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
                "SELECT count(*) FROM c")
     return [ctx.call("sql", runaway), ctx.answer(ctx.wrong[0])]
+
+
+@probe("forged.lone_surrogate", "forged",
+       "a JSON call whose argument holds a lone surrogate (no text: a tool that encodes it "
+       "raises, which the env counts as infrastructure), then a wrong answer")
+def lone_surrogate(ctx):
+    if not ctx.tool:
+        return None
+    call = ctx.call_with(ctx.tool, {ctx.main_argument(ctx.tool): "\ud800 " + ctx.benign(ctx.tool)})
+    return None if call is None else [Action(call), ctx.answer(ctx.wrong[0])]
 
 
 # ------------------------------------------------------------------ grader denial of service

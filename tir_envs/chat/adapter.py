@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, Reasoning, \
-    RendererRefused
+from tir_envs.chat.renderer import (ChatRenderer, FamilyCall, Message, Reasoning,
+                                    RendererRefused, differing_span)
 from tir_envs.untrusted import escape_controls, plain_encoder
 
 #: what stands for a message's content in the render its glue is read from
@@ -106,12 +106,7 @@ class RenderersAdapter(ChatRenderer):
         quotes it), which is decoded and encoded again with no added tokens, so tool output
         that spells a special token never becomes its control id (``Codec.encode_untrusted``),
         while ordinary text gets the same ids as before."""
-        head = 0
-        while head < min(len(ids), len(marked)) and ids[head] == marked[head]:
-            head += 1
-        tail = 0
-        while tail < min(len(ids), len(marked)) - head and ids[-1 - tail] == marked[-1 - tail]:
-            tail += 1
+        head, tail = differing_span(ids, marked)
         middle = self.tokenizer.decode(ids[head:len(ids) - tail], skip_special_tokens=False)
         return (ids[:head] + plain_encoder(self.tokenizer).encode(escape_controls(middle))
                 + ids[len(ids) - tail:])

@@ -134,8 +134,10 @@ class ChatBinding:
     def _cut(self, text: str, excess: int) -> tuple[str, int]:
         """``text`` shortened by about ``excess`` tokens in the middle (head and tail kept, a
         marker between), cut at whole characters: a tool message is text, so a character the
-        token budget splits is dropped rather than sent as a replacement character."""
-        body = self.codec.encode(text)
+        token budget splits is dropped rather than sent as a replacement character.  Measured
+        as the message is encoded (``encode_untrusted``): an ordinary encode counts the text
+        ``<|im_end|>`` as one token where the frame spends several, and the cut kept nothing."""
+        body = self.codec.encode_untrusted(text)
         marker = "\n...[truncated]...\n"
         room = max(len(body) - excess - len(self.codec.encode(marker)), 0)
         if room >= len(body):

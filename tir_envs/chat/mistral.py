@@ -22,7 +22,9 @@ import json
 import re
 from typing import Any, Sequence
 
-from tir_envs.chat.renderer import ChatRenderer, FamilyCall, Message, RendererRefused
+from tir_envs.chat.renderer import (ChatRenderer, FamilyCall, Message, RendererRefused,
+                                    differing_span)
+from tir_envs.formats.json_calls import decode_json
 
 TOOL_CALLS = "[TOOL_CALLS]"
 MISSING_CALL_ID = "000000000"
@@ -84,12 +86,7 @@ class MistralRenderer(ChatRenderer):
         special = self.instruct.tokenizer.is_special
         if sorted(i for i in ids if special(i)) == sorted(i for i in glue if special(i)):
             return ids
-        head = 0
-        while head < min(len(ids), len(glue)) and ids[head] == glue[head]:
-            head += 1
-        tail = 0
-        while tail < min(len(ids), len(glue)) - head and ids[-1 - tail] == glue[-1 - tail]:
-            tail += 1
+        head, tail = differing_span(ids, glue)
         middle = self.tokenizer.decode(ids[head:len(ids) - tail], skip_special_tokens=False)
         return ids[:head] + self._plain(middle) + ids[len(ids) - tail:]
 
@@ -116,11 +113,10 @@ class MistralRenderer(ChatRenderer):
             return []
         body_at = start + len(TOOL_CALLS)
         body = text[body_at:].removesuffix("</s>")
-        try:
-            items, used = json.JSONDecoder().raw_decode(body.lstrip())
-        except json.JSONDecodeError as exc:
+        items, used, error = decode_json(body.lstrip())
+        if error is not None:
             return [FamilyCall(None, {}, text[start:], start, len(text),
-                               f"invalid JSON after [TOOL_CALLS]: {exc.msg}")]
+                               f"invalid JSON after [TOOL_CALLS]: {error}")]
         end = body_at + (len(body) - len(body.lstrip())) + used
         items = items if isinstance(items, list) else [items]
         return [_call(item, text[start:end], start, end) for item in items]
@@ -138,9 +134,9 @@ def _call(item: Any, raw: str, start: int, end: int) -> FamilyCall:
         return FamilyCall(None, {}, raw, start, end, "a tool call needs a 'name' string")
     args = item.get("arguments", {})
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
+        text = args.strip()
+        args, used, error = decode_json(text)
+        if error is not None or used != len(text):
             return FamilyCall(item["name"], {}, raw, start, end, "'arguments' is not JSON")
     if not isinstance(args, dict):
         return FamilyCall(item["name"], {}, raw, start, end, "'arguments' must be an object")

@@ -87,3 +87,17 @@ class ChatRenderer:
 
 class RendererRefused(ValueError):
     """A renderer cannot bridge this turn exactly (the env reports it; it never re-renders)."""
+
+
+def differing_span(ids: Sequence[int], other: Sequence[int]) -> tuple[int, int]:
+    """``(head, tail)``: how many ids ``ids`` shares with ``other`` at the start and, after
+    that, at the end.  Two renders of one message that differ only in its content (the real
+    one and a sentinel's) share the family's glue there; ``ids[head:len(ids) - tail]`` is
+    the content as the family encoded it."""
+    head = 0
+    while head < min(len(ids), len(other)) and ids[head] == other[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ids), len(other)) - head and ids[-1 - tail] == other[-1 - tail]:
+        tail += 1
+    return head, tail

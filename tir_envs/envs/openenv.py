@@ -31,7 +31,7 @@ from tir_envs.protocols.tool_use import ToolUseProtocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.sync_bridge import needs_loop
 from tir_envs.task import Task
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.function import cap
 from tir_envs.tools.loop_thread import LoopThread
 from tir_envs.trajectory import Turn
@@ -123,13 +123,13 @@ class Remote:
                 self.broken = f"the environment server failed ({exc.code})"
                 return ToolResult.infra(self.broken, code=exc.code)
             return ToolResult(cap(f"Error: the environment rejected the action: {exc.message}",
-                                  MAX_OBSERVATION_CHARS), ToolStatus.ERROR,
+                                  MAX_OBSERVATION_CHARS), Status.ERROR,
                               metadata={"code": exc.code})
         except asyncio.TimeoutError:
             self.broken = "the environment did not answer an earlier action in time"
             await self.drop()
             return ToolResult(f"Error: the environment did not answer within "
-                              f"{self.timeout_s:g} s", ToolStatus.TIMEOUT)
+                              f"{self.timeout_s:g} s", Status.TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - transport: the host's failure
             self.broken = f"the environment connection failed ({type(exc).__name__})"
             await self.drop()
@@ -164,7 +164,7 @@ class StepTool(Tool):
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
         if "metadata" in arguments:  # OpenEnv's own field: a remote env may trust what it says
             return ToolResult("Error: 'metadata' is OpenEnv's field, not an action argument; "
-                              "call step with the action's fields only", ToolStatus.ERROR)
+                              "call step with the action's fields only", Status.ERROR)
         return await self.remote.step(arguments)
 
 

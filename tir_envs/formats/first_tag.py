@@ -12,6 +12,7 @@ import re
 from typing import Sequence
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.formats.tagged import TaggedPattern
 
 
 class FirstTagFormat(ToolCallFormat):
@@ -27,7 +28,7 @@ class FirstTagFormat(ToolCallFormat):
         self.result_opener = f"<{result_tag}>"
         self.invalid_notice, self.invalid_error = invalid_notice, invalid_error
         tags = f"{re.escape(call_tag)}|{re.escape(answer_tag)}"
-        self._action = re.compile(rf"<({tags})>(.*?)</\1>", re.DOTALL)
+        self._action = TaggedPattern(rf"<({tags})>(.*?)</\1>", [call_tag, answer_tag])
 
     @property
     def stop_sequences(self) -> list[str]:

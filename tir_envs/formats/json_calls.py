@@ -11,17 +11,48 @@ import re
 from typing import Any
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.formats.tagged import TaggedPattern
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CALL = TaggedPattern(r"<tool_call>(.*?)</tool_call>", ["tool_call"])
+#: how deep a call's JSON may nest.  Python's parser raises ``RecursionError`` near 1,000
+#: levels, and every later copy or dump of a value nearly that deep may too: deeper is the
+#: call's error, like broken JSON.
+MAX_JSON_DEPTH = 64
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_JSON_DEPTH:
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def decode_json(text: str) -> tuple[Any, int, str | None]:
+    """``(value, characters read, error)`` of the JSON value at the start of ``text``; never
+    raises for what a policy writes (broken JSON, nesting past ``MAX_JSON_DEPTH`` or Python's
+    recursion limit, an integer past its 4,300-digit limit)."""
+    try:
+        obj, used = json.JSONDecoder().raw_decode(text)
+    except json.JSONDecodeError as exc:
+        return None, 0, f"{exc.msg} at position {exc.pos}"
+    except RecursionError:
+        return None, 0, f"nested deeper than {MAX_JSON_DEPTH} levels"
+    except ValueError as exc:  # int('9' * 5000): "Exceeds the limit (4300 digits) ..."
+        return None, 0, str(exc)
+    if _depth(obj) > MAX_JSON_DEPTH:
+        return None, 0, f"nested deeper than {MAX_JSON_DEPTH} levels"
+    return obj, used, None
 
 
 def _decode_call(body: str) -> tuple[str | None, dict[str, Any], str | None]:
     """Parse one JSON call body into (name, arguments, error)."""
-    text = body.strip()
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(text)
-    except json.JSONDecodeError as exc:
-        return None, {}, f"invalid JSON in tool call: {exc.msg} at position {exc.pos}"
+    obj, _, error = decode_json(body.strip())
+    if error is not None:
+        return None, {}, f"invalid JSON in tool call: {error}"
     if not isinstance(obj, dict):
         return None, {}, "a tool call must be a JSON object with 'name' and 'arguments'"
     name = obj.get("name")
@@ -29,9 +60,9 @@ def _decode_call(body: str) -> tuple[str | None, dict[str, Any], str | None]:
         return None, {}, "the tool call has no 'name' string"
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # OpenAI style: arguments serialised as a JSON string
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
+        text = args.strip()
+        args, used, error = decode_json(text)
+        if error is not None or used != len(text):
             return name, {}, "'arguments' is a string that is not valid JSON"
     if not isinstance(args, dict):
         return name, {}, "'arguments' must be a JSON object"

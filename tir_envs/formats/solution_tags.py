@@ -11,6 +11,7 @@ import re
 
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.tags import TagsFormat, TagSpec
+from tir_envs.formats.tagged import TaggedPattern
 
 
 class SolutionTagsFormat(TagsFormat):
@@ -25,7 +26,7 @@ class SolutionTagsFormat(TagsFormat):
         self.result_opener = f"<{spec.result_tag}>"
         self.invalid_error, self.unclosed_error = invalid_error, unclosed_error
         tag = re.escape(solution_tag)
-        self._solution = re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL)
+        self._solution = TaggedPattern(rf"<{tag}>(.*?)</{tag}>", [solution_tag])
 
     @property
     def stop_sequences(self) -> list[str]:

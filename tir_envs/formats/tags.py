@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.formats.tagged import TaggedPattern
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class TagsFormat(ToolCallFormat):
             raise ValueError(f"no tag is defined for tools {tools}; known tags: "
                              f"{[s.tag for s in specs]}")
         names = "|".join(re.escape(t) for t in self.specs)
-        self._call = re.compile(rf"<({names})>(.*?)</\1>", re.DOTALL)
+        self._call = TaggedPattern(rf"<({names})>(.*?)</\1>", self.specs)
         # Tool output written by the policy itself is not a call: ignore text from there on.
         result_tags = sorted({s.result_tag for s in self.specs.values()})
         self._result_open = re.compile("|".join(f"<{re.escape(t)}>" for t in result_tags))

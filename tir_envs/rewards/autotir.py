@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tir_envs.formats.boxed import boxed_spans
+from tir_envs.formats.tagged import TaggedPattern
 from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.choice import ChoiceReward, extract_choice
 from tir_envs.rewards.ifeval import IFEvalReward
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_ANSWER = TaggedPattern(r"<answer>(.*?)</answer>", ["answer"])
 OUTPUT_REWARDS = ("paper", "plain")
 #: eq. 5's floor: a correctly formatted output earns at least this much
 FORMAT_FLOOR = 0.1

@@ -8,10 +8,11 @@ everything up to it is reasoning too.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
-_THINK = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
+from tir_envs.formats.tagged import TaggedPattern
+
+_THINK = TaggedPattern(r"<think>.*?</think>", ["think"])
 
 
 def strip_reasoning(text: str) -> str:

@@ -23,6 +23,7 @@ import random
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from tir_envs.rewards.sql_compare import GoldResult, normalize_rows
@@ -141,8 +142,16 @@ class Witnesses:
 
     def check(self, pred_sql: str, gold_sql: str, timeout_s: float) -> bool | None:
         """True: the prediction returns the gold's rows on every copy and one copy gives the
-        gold rows; False: it differs somewhere; None: no copy gives the gold a row."""
-        witnessed = False
+        gold rows; False: it differs somewhere, or the copies took more than ``timeout_s``
+        together; None: no copy gives the gold a row.
+
+        The prediction has one time budget for all the copies, not one per copy: a query
+        quick on the database and slow on its populated copies (a recursive CTE behind a row
+        count) would otherwise hold the lock, and every episode of its task waiting on it,
+        for six time limits.  The gold's runs are not charged to it (a prediction that ate
+        the time must not make the gold fail on a copy, which could leave the pair
+        unwitnessed: void)."""
+        witnessed, left = False, timeout_s
         with self.lock:
             for con in self.connections:
                 gold = run_sqlite(con, gold_sql, timeout_s=timeout_s, max_rows=_MAX_ROWS,
@@ -150,8 +159,12 @@ class Witnesses:
                 if not gold.ok or gold.more_rows:
                     continue
                 rows = normalize_rows(gold.rows)
-                pred = run_sqlite(con, pred_sql, timeout_s=timeout_s, max_rows=len(rows) + 1,
+                if left <= 0:
+                    return False
+                start = time.monotonic()
+                pred = run_sqlite(con, pred_sql, timeout_s=left, max_rows=len(rows) + 1,
                                   max_bytes=1 << 26)
+                left -= time.monotonic() - start
                 expected = GoldResult(tuple(rows), len(gold.columns), False)
                 if not pred.ok or pred.more_rows or \
                         not expected.matches(normalize_rows(pred.rows), len(pred.columns)):

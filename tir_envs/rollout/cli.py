@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tir_envs.status import TurnStatus
+from tir_envs.status import Status
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -222,5 +222,5 @@ def failure_line(traj: Any) -> str:
     failure = traj.failure
     if failure is not None:
         return " ".join(f"{failure.kind}: {failure.message}".split())[:300]
-    bad = next((t for t in traj.turns if t.status == TurnStatus.INFRA_ERROR), None)
+    bad = next((t for t in traj.turns if t.status == Status.INFRA_ERROR), None)
     return f"a tool failed (infra_error) at turn {bad.index}" if bad else "flagged infra_failed"

@@ -37,7 +37,7 @@ import gymnasium as gym
 
 from tir_envs.rollout.policy import Policy, SamplingParams
 from tir_envs.rollout.runner import EnvSpec, EpisodeRunner, Lockstep
-from tir_envs.status import ToolStatus
+from tir_envs.status import Status
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 from tir_envs.validation import check_positive_int, check_positive_number
@@ -77,7 +77,7 @@ class RolloutStats:
         """Add a finished episode's tool calls (executed ones only) and parse errors."""
         records = [r for turn in traj.turns for r in turn.tool_results]
         self.tool_calls += traj.num_tool_calls
-        self.tool_errors += sum(bool(r.get("executed")) and ToolStatus(r.get("status", "ok")).failed
+        self.tool_errors += sum(bool(r.get("executed")) and Status(r.get("status", "ok")).failed
                                 for r in records)
         self.parse_errors += traj.num_parse_errors
 

@@ -159,8 +159,8 @@ def connection_of(ctx: Any) -> Any:
 
 
 def _error_status():
-    from tir_envs.tools.base import ToolStatus
-    return ToolStatus.ERROR
+    from tir_envs.tools.base import Status
+    return Status.ERROR
 
 
 def _spider_catalog() -> dict[str, Path]:

@@ -4,9 +4,9 @@
 use, so importing this package (as the command line does) loads no asyncio.
 """
 
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Status, Tool, ToolResult, ToolStatus
 
-__all__ = ["Tool", "ToolResult", "ToolStatus", "FunctionTool", "function_tool", "tool"]
+__all__ = ["Status", "Tool", "ToolResult", "ToolStatus", "FunctionTool", "function_tool", "tool"]
 _LAZY = ("FunctionTool", "function_tool", "tool")
 
 

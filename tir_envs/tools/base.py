@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tir_envs.status import ToolStatus
+from tir_envs.status import Status, ToolStatus
 
-__all__ = ["NOT_YOUR_FAULT", "SandboxUnavailable", "Tool", "ToolResult", "ToolStatus"]
+__all__ = ["NOT_YOUR_FAULT", "SandboxUnavailable", "Status", "Tool", "ToolResult", "ToolStatus"]
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -34,22 +34,22 @@ class ToolResult:
     """What a tool returns: the text the model will read, plus status, latency and details."""
 
     text: str
-    status: ToolStatus = ToolStatus.OK
+    status: Status = Status.OK
     latency_s: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.status = ToolStatus.call(self.status)  # a call's word, never a turn's
+        self.status = Status.call(self.status)  # a call's word, never a turn's
 
     @property
     def ok(self) -> bool:
-        return self.status == ToolStatus.OK
+        return self.status == Status.OK
 
     @classmethod
     def infra(cls, what: str, **metadata: Any) -> "ToolResult":
         """An infrastructure failure as the model reads it: ``Error: <what>. This is not
         your fault.``  Only host-observed failures may use it (never a tool's own reply)."""
-        return cls(f"Error: {what.rstrip('.')}. {NOT_YOUR_FAULT}", ToolStatus.INFRA_ERROR,
+        return cls(f"Error: {what.rstrip('.')}. {NOT_YOUR_FAULT}", Status.INFRA_ERROR,
                    metadata=dict(metadata))
 
 

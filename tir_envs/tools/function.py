@@ -33,7 +33,7 @@ import json
 import typing
 from typing import Any, Awaitable, Callable
 
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.schema import INJECTED, check_arguments, fn_name, function_schema
 from tir_envs.validation import check_positive_number
 
@@ -106,7 +106,7 @@ class FunctionTool(Tool):
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
         problem = check_arguments(arguments, self.parameters)
         if problem:
-            return ToolResult(f"Error: {self.name}: {problem}", ToolStatus.ERROR,
+            return ToolResult(f"Error: {self.name}: {problem}", Status.ERROR,
                               metadata={"bad_arguments": True})
         kwargs = {**{k: None for k in self._optional}, **arguments}
         for key, kind in self._enums.items():
@@ -118,9 +118,9 @@ class FunctionTool(Tool):
             value = await _run(self.fn, (), self.timeout_s, kwargs)
         except asyncio.TimeoutError:
             return ToolResult(f"Error: {self.name} timed out after {self.timeout_s:g} s",
-                              ToolStatus.TIMEOUT)
+                              Status.TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the function's failure is the call's result
-            return ToolResult(f"Error: {type(exc).__name__}: {exc}", ToolStatus.ERROR,
+            return ToolResult(f"Error: {type(exc).__name__}: {exc}", Status.ERROR,
                               metadata={"exception": type(exc).__name__})
         if isinstance(value, ToolResult):  # the researcher's own host code chose the status
             value.text = cap(value.text, self.max_result_chars)

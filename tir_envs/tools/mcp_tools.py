@@ -30,7 +30,7 @@ import time
 import weakref
 from typing import Any, Sequence
 
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.function import MAX_RESULT_CHARS, cap
 from tir_envs.tools.loop_thread import LoopThread
 from tir_envs.validation import check_positive_number
@@ -192,13 +192,13 @@ class McpTools:
                                                self.timeout_s)
         except asyncio.TimeoutError:
             return ToolResult(f"Error: the {name} tool timed out after {self.timeout_s:g} s",
-                              ToolStatus.TIMEOUT, time.perf_counter() - start)
+                              Status.TIMEOUT, time.perf_counter() - start)
         except Exception as exc:  # noqa: BLE001 - a broken connection or a protocol error
             self._down = self._down or f"the MCP server failed ({_describe(exc)})"
             return ToolResult.infra(f"the MCP server failed during {name} "
                                     f"({_describe(exc)})", server=str(self.server))
         text = cap(_content_text(result.content), self.max_result_chars)
-        status = ToolStatus.ERROR if result.is_error else ToolStatus.OK
+        status = Status.ERROR if result.is_error else Status.OK
         return ToolResult(text, status, time.perf_counter() - start)
 
     def _stderr_tail(self) -> str:

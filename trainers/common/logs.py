@@ -3,7 +3,7 @@
 
 OpenRLHF stacks each key over the batch and averages it, and it refuses a batch whose
 episodes carry different keys, so every episode of one env reports the same keys: tool
-counts for every tool the env has, statuses for every ``ToolStatus``, even when zero.
+counts for every tool the env has, statuses for every ``Status``, even when zero.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from typing import Iterable, Sequence
 
 from tir_envs.task import Task
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.trajectory import Trajectory
 
 PREFIX = "tir/"
@@ -57,7 +57,7 @@ def episode_logs(trajectory: Trajectory, task: Task | None, tool_names: Iterable
     }
     for name in sorted(tool_names):
         logs[f"tool_calls/{name}"] = float(counts.get(name, 0))
-    for status in ToolStatus:
+    for status in Status:
         logs[f"status/{status.value}"] = float(statuses.count(status.value))
     logs.update({k: float(v) for k, v in flags.items()})
     return {PREFIX + k: v for k, v in logs.items()}

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tir_envs.status import ToolStatus
+from tir_envs.status import Status
 from tir_envs.trajectory import Trajectory
 from trainers.grpo.filtering import Group, is_correct
 
@@ -37,7 +37,7 @@ def rollout_metrics(groups: Sequence[Group], threshold: float = 1.0) -> dict[str
         "tool_calls_per_episode": float(np.mean([t.num_tool_calls for t in trajs])),
         "code_ratio": float(np.mean([t.num_tool_calls > 0 for t in trajs])),
         "parse_errors_per_episode": float(np.mean([t.num_parse_errors for t in trajs])),
-        "tool_error_rate": (sum(ToolStatus(r.get("status", "ok")).failed for r in results)
+        "tool_error_rate": (sum(Status(r.get("status", "ok")).failed for r in results)
                             / len(results) if results else 0.0),
         "infra_failed": float(np.mean([t.infra_failed for t in trajs])),
         "void": float(np.mean([r == "void" for r in reasons])),

@@ -21,7 +21,7 @@ from tir_envs.env import TIREnv
 from tir_envs.formats.base import ToolCall, ToolCallFormat
 from tir_envs.rewards.base import RewardResult
 from tir_envs.task import Task
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.trajectory import Trajectory
 
 CALL, RESULT_OPEN, PROMPT, UNKNOWN = "<call>", "<result>", "?", "<unk>"
@@ -90,7 +90,7 @@ class SecretTool(Tool):
 
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
         if not self.enabled:
-            return ToolResult("", ToolStatus.ERROR, metadata={"disabled": True})
+            return ToolResult("", Status.ERROR, metadata={"disabled": True})
         return ToolResult(session or "")
 
 

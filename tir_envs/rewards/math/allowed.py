@@ -9,9 +9,11 @@ words) and every token must be one an answer of the gold's type may hold:
 * any answer: digits, variables (single letters), arithmetic (``+ - * / ^ _ ! ' |``), brackets
   and braces, ``=`` (chains are judged by ``hedge``), ``,`` (lists are judged by type), spacing,
   fractions and roots, the usual functions and constants, Greek letters, degrees, percent and
-  currency signs, ``\\approx``, math-font wrappers, and in ``\\text{}`` a unit word;
+  currency signs, ``\\approx``, math-font wrappers, and in ``\\text{}`` a unit word (``mod`` and
+  ``\\bmod`` only where the gold uses them: Math-Verify read ``41 \\bmod 42`` as 42);
 * a list or set gold also: ``\\pm``/``\\mp``, ``\\{ \\}``, and "or" (``\\lor``, ``\\vee``, the
-  word), read as list separators;
+  word), read as list separators, and ellipses (``41 \\dots 42`` against 42 was graded as its
+  last item: a single value is no sequence);
 * an interval or set-of-reals gold also: ``\\cup``, ``\\in``, ``\\infty``, ``\\mathbb``, the
   inequalities;
 * a gold that states a relation also: the inequalities;
@@ -39,9 +41,9 @@ _UNICODE = set("π√°∞−×·÷′″²³⁰¹⁴⁵⁶⁷⁸⁹½¼¾")
 _COMMANDS = set("""
 \\frac \\dfrac \\tfrac \\cfrac \\sqrt \\left \\right \\big \\Big \\bigg \\Bigg \\bigl \\bigr
 \\Bigl \\Bigr \\biggl \\biggr \\middle \\cdot \\times \\div \\pi \\infty \\circ \\degree \\prime
-\\displaystyle \\textstyle \\scriptstyle \\ldots \\cdots \\dots \\dotsc \\dotsb \\sin \\cos \\tan
+\\displaystyle \\textstyle \\scriptstyle \\sin \\cos \\tan
 \\cot \\sec \\csc \\arcsin \\arccos \\arctan \\sinh \\cosh \\tanh \\coth \\log \\ln \\lg \\exp
-\\max \\min \\gcd \\lcm \\det \\mod \\bmod \\pmod \\binom \\dbinom \\tbinom \\overline \\bar
+\\max \\min \\gcd \\lcm \\det \\pmod \\binom \\dbinom \\tbinom \\overline \\bar
 \\hat \\vec \\widehat \\tilde \\widetilde \\dot \\ddot \\underline \\lfloor \\rfloor \\lceil
 \\rceil \\approx \\quad \\qquad \\boxed \\fbox \\sum \\prod \\alpha \\beta \\gamma \\delta
 \\epsilon \\varepsilon \\zeta \\eta \\theta \\vartheta \\iota \\kappa \\lambda \\mu \\nu \\xi
@@ -49,7 +51,8 @@ _COMMANDS = set("""
 \\Gamma \\Delta \\Theta \\Lambda \\Xi \\Pi \\Sigma \\Upsilon \\Phi \\Psi \\Omega \\angle \\%
 \\$ \\{ \\} \\, \\; \\: \\! \\| \\_
 """.split()) | {"\\ "} | _TEXT_WRAPPERS | _MATH_WRAPPERS
-_LIST = {"\\pm", "\\mp", "\\lor", "\\vee", "∨", "±", "∓", "\\emptyset", "\\varnothing"}
+_LIST = {"\\pm", "\\mp", "\\lor", "\\vee", "∨", "±", "∓", "\\emptyset", "\\varnothing",
+         "\\ldots", "\\cdots", "\\dots", "\\dotsc", "\\dotsb", "…", "⋯"}
 _RELATIONS = {"<", ">", "≤", "≥", "≠", "\\le", "\\leq", "\\leqslant", "\\ge", "\\geq",
               "\\geqslant", "\\lt", "\\gt", "\\ne", "\\neq"}
 _SETS = _RELATIONS | {"\\cup", "∪", "\\in", "\\mathbb", "\\emptyset", "\\varnothing",
@@ -58,11 +61,12 @@ _MATRIX = {"&", "\\\\", "\\begin{pmatrix}", "\\end{pmatrix}", "\\begin{bmatrix}"
            "\\end{bmatrix}", "\\begin{matrix}", "\\end{matrix}", "\\begin{vmatrix}",
            "\\end{vmatrix}", "\\begin{array}", "\\end{array}", "\\begin{smallmatrix}",
            "\\end{smallmatrix}", "\\begin{Bmatrix}", "\\end{Bmatrix}", "\\begin{Vmatrix}",
-           "\\end{Vmatrix}", "\\vdots", "\\ddots"}
+           "\\end{Vmatrix}", "\\vdots", "\\ddots", "\\cdots", "\\ldots",
+           "\\dots"}
 _MATRIX_GOLD = re.compile(r"\\begin\s*\{(?:[pbvVB]?matrix|smallmatrix|array)\}")
 #: functions and units written bare (``5 cm``, ``\max``-less ``max``) and words in ``\text{}``
 _NAMES = set("""
-sin cos tan cot sec csc log ln lg exp max min gcd lcm mod det abs sqrt
+sin cos tan cot sec csc log ln lg exp max min gcd lcm det abs sqrt
 """.split())
 _UNITS = set("""
 unit units sq square squared cubic cubed cu mm cm dm m km in inch inches ft foot feet yd yard

@@ -17,6 +17,7 @@ import functools
 import re
 
 from tir_envs.formats.boxed import BoxUnwrapper, find_boxes, last_boxed_answer, top_level_boxes
+from tir_envs.rewards.math.chains import stated_values, top_level_sides
 from tir_envs.rewards.math.codestyle import matching_bracket, top_level_items
 from tir_envs.rewards.math.hedge import has_disjunction
 from tir_envs.rewards.math.normalize import light_normalize, prepare_answer
@@ -214,11 +215,23 @@ def graded_texts(pred: str | None, gold: str) -> list[str | None]:
     """The texts that must all grade correct against ``gold``: ``[graded_text(pred, gold)]``,
     except that several boxes with different contents against a single-valued gold are each
     graded (``\\boxed{41} or \\boxed{42}`` is a hedge, not an answer; the same value boxed
-    twice is fine)."""
+    twice is fine), and the sides of an equality chain stating several values
+    (``\\sqrt{1681} = 42``) are each graded (``chains``)."""
     boxes = getattr(pred, "boxes", ())
-    if len(boxes) < 2 or is_multi_valued(gold):
+    if is_multi_valued(gold):
         return [graded_text(pred, gold)]
+    if len(boxes) < 2:
+        return _each_value(str(pred), gold) if pred is not None else [None]
     distinct: dict[str, str] = {}
     for box in boxes:
         distinct.setdefault(light_normalize(prepare_answer(box)), box)
-    return list(distinct.values()) if len(distinct) > 1 else [str(pred)]
+    texts = list(distinct.values()) if len(distinct) > 1 else [str(pred)]
+    return [v for t in texts for v in _each_value(t, gold)]
+
+
+def _each_value(text: str, gold: str) -> list[str]:
+    """``[text]``, or each value an equality chain in it states (``chains``) when the gold
+    states no equality itself."""
+    if len(top_level_sides(gold)) > 1:
+        return [text]
+    return stated_values(prepare_answer(text)) or [text]

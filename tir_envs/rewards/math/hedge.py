@@ -11,11 +11,11 @@ part (``\\lor``, ``\\vee``, ``||``, an equality chain) and would pay them.  Here
 in the text before any symbolic check, and are wrong unless the gold itself is such a
 statement:
 
-* a *disjunction* (``\\lor``, ``\\vee``, ``∨``, ``||``, ``\\mid`` or a lone ``|``, ``\\&``, the
-  word ``or`` bare or in ``\\text{}``) against a single-valued gold is a hedge.  Against a
-  list/set gold (``1, -2``) it is the way an equation's solution set is spoken ("x = 1 or
-  x = -2"): it is read as a list separator (``as_list``), and the list must then equal the gold
-  set exactly.
+* a *disjunction* (``\\lor``, ``\\vee``, ``∨``, ``||``, ``\\mid``, a lone ``|`` or ``\\|``,
+  ``\\&``, the word ``or`` bare or in ``\\text{}``) against a single-valued gold is a hedge.
+  Against a list/set gold (``1, -2``) it is the way an equation's solution set is spoken
+  ("x = 1 or x = -2"): it is read as a list separator (``as_list``), and the list must then
+  equal the gold set exactly.
 * a *range* (``<``, ``>``, ``\\le``, ``\\ge``, ``\\neq``, their variants) is a hedge when the
   gold states no relation and is no set of reals (``\\infty``, ``\\cup``, ``\\in``, a bracketed
   interval: there Math-Verify's own rule decides).
@@ -23,6 +23,8 @@ statement:
   with or without it: ``1 \\pm \\sqrt{5}``).
 * a *chain* whose plain-number sides differ (``41 = 42``; with ``\\approx``/``\\sim``, by more
   than 1%: ``42 \\approx 41``) is a hedge: Math-Verify grades one side of a relation.
+* *numerals apart* (``\\hat 41 42``, ``41 \\text{ cm } 42 \\text{ cm}``: two numbers with only
+  spacing, units or an accent between) against a single value are two values.
 * *several lines* (``41 \\\\ 42``, a ``cases`` block; matrices and arrays aside) and a *union*
   (``41 \\cup 42``) are hedges against a single value.
 * a *box beside other text* (``41 \\boxed{42}``: what extraction leaves of
@@ -49,6 +51,7 @@ _OR_SYMBOL = re.compile(r"\\(?:lor|vee)(?![A-Za-z])|∨|\\&"
                         r"|(?<=[\w})\].])\s*\|\|\s*(?=[\w{(\[\\+-])")
 _MID = re.compile(r"\\mid(?![A-Za-z])")  # "41 \mid 42"; in a set-builder "\{x \mid ...\}" it is not
 _BAR = re.compile(r"(?<![|\\])\|(?!\|)")  # a single bar: pairs are absolute values, an odd one is not
+_NORM_BAR = re.compile(r"\\\|")  # "\|": pairs are a norm, an odd one is "parallel"/"or"
 _RANGE = re.compile(r"(?<!\\)[<>≤≥≠]|!=|\\(?:le|leq|leqslant|ge|geq|geqslant|lt|gt|ne|neq|nleq"
                     r"|ngeq|lessgtr|gtrless)(?![A-Za-z])")
 # Golds that are sets of reals (a range answer may be their honest form; Math-Verify decides).
@@ -75,7 +78,7 @@ def _words(answer: str) -> str:
 
 
 def _odd_bar(answer: str) -> bool:
-    return len(_BAR.findall(answer)) % 2 == 1
+    return len(_BAR.findall(answer)) % 2 == 1 or len(_NORM_BAR.findall(answer)) % 2 == 1
 
 
 @functools.lru_cache(maxsize=8192)  # golds repeat across a GRPO group
@@ -92,7 +95,7 @@ def as_list(answer: str) -> str:
     if "\\{" not in s:
         s = _MID.sub(", ", s)
     if _odd_bar(s):
-        s = _BAR.sub(", ", s)
+        s = _BAR.sub(", ", _NORM_BAR.sub(", ", s))
     if _OR_WORD.search(_words(s)):
         s = _OR_WORD.sub(", ", _EITHER.sub("", _words(s)))
     return re.sub(r"(?:\s*,\s*)+", ", ", s).strip(" ,")
@@ -113,6 +116,21 @@ def _unequal_chain(answer: str) -> bool:
         return True
     near = _numbers(_CHAIN_SPLIT.split(s))
     return len(near) > 1 and max(near) - min(near) > _NEAR * max(abs(v) for v in near)
+
+
+# Numerals apart: two digit runs with only spacing, a unit in \text{} or an accent between
+# (``\hat 41 42``, ``41 \text{ cm } 42 \text{ cm}``, ``41 \; 42``) are two values.  A run
+# of exactly three digits after a space is a thousands group (``58\,500``, ``1 000 000``).
+_UNIT_TEXT = re.compile(r"\\(?:text|textrm|mathrm|mbox|operatorname)\s*\{[A-Za-z .]*\}")
+_SPACE_CMD = re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|~")
+_ACCENT = re.compile(r"\\(?:hat|bar|vec|dot|ddot|tilde|widehat|widetilde|overline|underline"
+                     r"|mathbf|mathit|boldsymbol|bm|mathsf|mathcal|mathrm)(?![A-Za-z])")
+_APART = re.compile(r"\d\s+(?!\d{3}(?!\d))\d")
+
+
+def _numerals_apart(answer: str) -> bool:
+    """Whether two numerals stand side by side with only spacing, units or accents between."""
+    return bool(_APART.search(_ACCENT.sub(" ", _SPACE_CMD.sub(" ", _UNIT_TEXT.sub(" ", answer)))))
 
 
 def _several_lines(answer: str) -> bool:
@@ -169,6 +187,8 @@ def hedge_reason(pred: str, gold: str, gold_is_list: bool) -> str | None:
         return "hedge: candidates on several lines"
     if _CUP.search(pred) and single:
         return "hedge: a union is not a value"
+    if single and _numerals_apart(pred) and not _numerals_apart(gold):
+        return "hedge: two numbers side by side are two values"
     return None
 
 

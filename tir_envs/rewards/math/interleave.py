@@ -13,13 +13,13 @@ Returns ``(score, issues)``; the issues say what cost the points.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from tir_envs.formats.base import ToolCallFormat
+from tir_envs.formats.tagged import TaggedPattern
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
+_THINK = TaggedPattern(r"<think>.*?</think>", ["think"])
+_CALL = TaggedPattern(r"<tool_call>.*?</tool_call>", ["tool_call"])
 
 
 def _turn_issues(i: int, text: str, fmt: ToolCallFormat) -> tuple[list[str], list[str]]:

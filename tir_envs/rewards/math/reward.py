@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from tir_envs.rewards.base import Reward, RewardResult
-from tir_envs.status import ToolStatus
+from tir_envs.status import Status
 from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.forms import form_correct, strip_unit
 from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
 EXTRACTIONS = ("boxed", "fallback")
-_FAILED = frozenset({ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.KILLED})
+_FAILED = frozenset({Status.ERROR, Status.TIMEOUT, Status.KILLED})
 
 
 def gold_text(answer: Any) -> str:
@@ -52,7 +52,7 @@ def execution_failures(trajectory) -> int:
     n = 0
     for turn in trajectory.turns:
         for r in turn.tool_results:
-            failed = ToolStatus(r.get("status", "ok")) in _FAILED
+            failed = Status(r.get("status", "ok")) in _FAILED
             if failed and not r.get("exhausted") and not r.get("parse_error"):
                 n += 1
     return n

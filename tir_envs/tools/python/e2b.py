@@ -20,7 +20,7 @@ import os
 import re
 from typing import Any
 
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
@@ -58,7 +58,7 @@ def execution_from_e2b(ex: Any, limits: Limits) -> Execution:
     value, cut_val = (None, False)
     if main is not None and main.text is not None:
         value, cut_val = _cap(main.text, limit)
-    exe = Execution(ToolStatus.OK, stdout=stdout, stderr=stderr, value=value,
+    exe = Execution(Status.OK, stdout=stdout, stderr=stderr, value=value,
                     truncated=cut_out or cut_err or cut_val,
                     details={"execution_count": getattr(ex, "execution_count", None)})
     if ex.error is not None:
@@ -67,7 +67,7 @@ def execution_from_e2b(ex: Any, limits: Limits) -> Execution:
         exe.error, cut_tb = _cap(full, limit)
         exe.error_last_line = sanitize(last)
         exe.truncated = exe.truncated or cut_tb
-        exe.status = ToolStatus.KILLED if ex.error.name == "MemoryError" else ToolStatus.ERROR
+        exe.status = Status.KILLED if ex.error.name == "MemoryError" else Status.ERROR
         exe.value = None
     return exe
 
@@ -126,7 +126,7 @@ class E2BBackend(SandboxBackend):
         name, text = type(exc).__name__, str(exc)
         if name == "TimeoutException" and "Execution timed out" in text:
             return Execution.failure(
-                ToolStatus.TIMEOUT, f"TimeoutError: the code ran longer than the "
+                Status.TIMEOUT, f"TimeoutError: the code ran longer than the "
                 f"{limits.timeout_s:g} s time limit and was stopped.", lost_state=True)
         return Execution.infra(f"the E2B sandbox failed ({name}: {text[:500]})")
 

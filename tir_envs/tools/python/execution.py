@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tir_envs.tools.base import ToolResult, ToolStatus
+from tir_envs.tools.base import ToolResult, Status
 from tir_envs.tools.python.sandbox.capture import truncate_text
 from tir_envs.untrusted import escape_controls
 
@@ -27,7 +27,7 @@ class Execution:
     interpreter is gone and the next call starts a fresh one.
     """
 
-    status: ToolStatus
+    status: Status
     stdout: str = ""
     stderr: str = ""
     value: str | None = None
@@ -39,7 +39,7 @@ class Execution:
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def failure(cls, status: ToolStatus, message: str, *, lost_state: bool = False,
+    def failure(cls, status: Status, message: str, *, lost_state: bool = False,
                 stdout: str = "", stderr: str = "", **details: Any) -> "Execution":
         """An outcome without a Python traceback (timeout, kill, infrastructure)."""
         if lost_state:
@@ -51,7 +51,7 @@ class Execution:
     def infra(cls, what: str, *, lost_state: bool = True, **details: Any) -> "Execution":
         """A failure of the sandbox itself, worded as every tool words one (``ToolResult.infra``).
         Only for what the host observed, never for anything a sandbox reported."""
-        return cls.failure(ToolStatus.INFRA_ERROR, ToolResult.infra(what).text,
+        return cls.failure(Status.INFRA_ERROR, ToolResult.infra(what).text,
                            lost_state=lost_state, **details)
 
     def bounded(self, max_chars: int) -> "Execution":
@@ -93,7 +93,7 @@ class Execution:
         if last:
             meta["error_last_line"] = truncate_text(last, META_LINE_CHARS)[0]
             m = _ERROR_TYPE.match(last)
-            if m and self.status in (ToolStatus.ERROR, ToolStatus.KILLED, ToolStatus.TIMEOUT):
+            if m and self.status in (Status.ERROR, Status.KILLED, Status.TIMEOUT):
                 meta["error_type"] = m.group(1)
         return {**meta, **self.details}
 

@@ -16,7 +16,7 @@ import itertools
 import threading
 from typing import Any
 
-from tir_envs.tools.base import ToolStatus
+from tir_envs.tools.base import Status
 from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
@@ -132,7 +132,7 @@ class RayBackend(SandboxBackend):
         except self.ray.exceptions.RayError as e:
             self._forget(index, actor)
             return Execution.infra(f"the Ray sandbox host failed ({type(e).__name__})")
-        out["status"] = ToolStatus(out["status"])
+        out["status"] = Status(out["status"])
         return Execution(**out)
 
     async def close(self, handle: tuple[int, Any, int]) -> None:

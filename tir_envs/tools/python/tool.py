@@ -8,7 +8,7 @@ from typing import Any
 
 import logging
 
-from tir_envs.tools.base import SandboxUnavailable, Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import SandboxUnavailable, Tool, ToolResult, Status
 from tir_envs.tools.python.backend import SandboxBackend
 from tir_envs.tools.python.backends import make_backend
 from tir_envs.tools.python.execution import Execution
@@ -105,10 +105,10 @@ class PythonTool(Tool):
         code = arguments.get("code") if isinstance(arguments, dict) else None
         if not isinstance(code, str):
             got = type(code).__name__ if isinstance(arguments, dict) else type(arguments).__name__
-            exe = Execution.failure(ToolStatus.ERROR, "Error: the python tool needs an argument "
+            exe = Execution.failure(Status.ERROR, "Error: the python tool needs an argument "
                                     f"'code' holding the program as a string (got {got}).")
         elif len(code) > MAX_CODE_CHARS:
-            exe = Execution.failure(ToolStatus.ERROR, f"Error: the code is {len(code)} characters"
+            exe = Execution.failure(Status.ERROR, f"Error: the code is {len(code)} characters"
                                     f" long; the limit is {MAX_CODE_CHARS}.")
         else:
             try:

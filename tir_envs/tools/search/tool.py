@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Union
 
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.search.formatting import format_hits
 from tir_envs.tools.search.retriever import Retriever, RetrieverTimeout, check_k
 
@@ -50,7 +50,7 @@ class SearchTool(Tool):
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return ToolResult("Error: the search query is empty; write the query between "
-                              "<search> and </search>.", ToolStatus.ERROR)
+                              "<search> and </search>.", Status.ERROR)
         query = query.strip()
         try:
             retriever = self._retriever or await asyncio.to_thread(lambda: self.retriever)
@@ -61,7 +61,7 @@ class SearchTool(Tool):
             return ToolResult.infra(what, timeout=True)
         except Exception as exc:  # noqa: BLE001 - any retriever failure is infrastructure
             return ToolResult.infra(f"the search engine failed ({type(exc).__name__}: {exc})")
-        return ToolResult(format_hits(hits), ToolStatus.OK,
+        return ToolResult(format_hits(hits), Status.OK,
                           metadata={"query": query, "docids": [h.docid for h in hits]})
 
     async def warm_up(self) -> None:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tir_envs.tools.base import Tool, ToolResult, ToolStatus
+from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.data.databases import task_database_path
 from tir_envs.tools.sql.database import (EngineSettings, SQLDatabase, check_engine,
                                          open_database)
@@ -23,8 +23,8 @@ from tir_envs.tools.sql.executor import QueryResult, run_query
 from tir_envs.tools.sql.table import render_table
 from tir_envs.validation import check_positive_int
 
-_STATUS = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "refused": ToolStatus.ERROR,
-           "timeout": ToolStatus.TIMEOUT}
+_STATUS = {"ok": Status.OK, "error": Status.ERROR, "refused": Status.ERROR,
+           "timeout": Status.TIMEOUT}
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class SQLTool(Tool):
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return ToolResult("Error: the <sql> block is empty; write one SELECT query in it.",
-                              ToolStatus.ERROR)
+                              Status.ERROR)
         result = await asyncio.to_thread(self.run, query, session)
         return ToolResult(self.render(result), _STATUS[result.status], result.elapsed_s,
                           {"sql_status": result.status, "rows": len(result.rows),
