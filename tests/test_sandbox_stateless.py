@@ -257,7 +257,7 @@ def test_the_cpu_limit_binds_each_cell_never_its_template(mode):
         tool = PythonTool(backend=own, stateful=False, timeout_s=120,
                           limits=Limits(cpu_s=1, nofile=MARK_NOFILE))
         r = call(tool, "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))")
-        assert r.status == ToolStatus.OK and r.text == "(1, 2)", r.text
+        assert r.status == Status.OK and r.text == "(1, 2)", r.text
         (root,) = [s["pid"] for s in own.pool.info()["fork_servers"]]
         (template,) = _marked_processes(root)
         spawned = own.pool.info()["counters"].get("spawned", 0)
@@ -265,7 +265,7 @@ def test_the_cpu_limit_binds_each_cell_never_its_template(mode):
         assert seen == {("ok", "42"): n}, seen
         assert _cpu_s(template) > 4.0 and own.pool.info()["counters"].get("spawned", 0) == spawned
         r = call(tool, "while True:\n    pass")
-        assert r.status == ToolStatus.KILLED and "CPULimitExceeded" in r.text, r.text
+        assert r.status == Status.KILLED and "CPULimitExceeded" in r.text, r.text
         assert call(tool, "print(6 * 7)").text == "42"
         assert _marked_processes(root) == [template]
         keeper = int(_stat(template)[1])
