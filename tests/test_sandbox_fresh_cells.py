@@ -20,7 +20,7 @@ import pytest
 from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close_session,
                                    open_session)
 from tir_envs.tools.base import Status
-from tests.test_sandbox_stateless import _no_state_survives
+from tests.test_sandbox_stateless import CELL_CPU_LIMIT, _no_state_survives
 from tir_envs.tools.python import LocalBackend, PythonTool, launcher
 
 # What a cell sees, as JSON.  Times are "now" when they lie in this call (a fresh mount's),
@@ -293,6 +293,8 @@ def test_where_cells_cannot_have_namespaces_the_host_warns_and_cells_are_cleaned
             r = call(tool, "import os; print(os.getpid() != 1)")
         assert r.text == "True", r.text  # a plain fork: the cell shares its template's pids
         assert "namespaces per stateless call" in caplog.text, caplog.text
+        r = call(tool, CELL_CPU_LIMIT)  # set by the cell, as with namespaces of its own
+        assert r.text == "(300, 301)", r.text
         _no_state_survives(tool)
         r = call(tool, LEAVE_TREES)
         assert r.status == Status.OK and r.text == "left", r.text

@@ -37,6 +37,8 @@ print('x' in globals(), math.pi == 3, json.dumps is None, sorted(os.listdir('/tm
       max(ipc) >= 0, oct(os.stat('/tmp').st_mode & 0o7777))
 """
 
+CELL_CPU_LIMIT = "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))"
+
 
 @pytest.fixture(params=NAMESPACE_MODES)
 def backend(request):
@@ -159,6 +161,8 @@ def test_without_a_syscall_filter_each_cell_locks_itself_down(mode, monkeypatch)
         status = call(tool, "print(open('/proc/self/status').read())").text
         assert "Seccomp:\t0" in status and "CapEff:\t0000000000000000" in status, status
         _no_state_survives(tool)
+        r = call(tool, CELL_CPU_LIMIT)  # set by each cell (its template has none)
+        assert r.text == "(300, 301)", r.text
         r = call(tool, REACH_TEMPLATE)
         assert r.status == Status.OK and r.text == "[] []", r.text
     finally:
@@ -256,7 +260,7 @@ def test_the_cpu_limit_binds_each_cell_never_its_template(mode):
     try:
         tool = PythonTool(backend=own, stateful=False, timeout_s=120,
                           limits=Limits(cpu_s=1, nofile=MARK_NOFILE))
-        r = call(tool, "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))")
+        r = call(tool, CELL_CPU_LIMIT)
         assert r.status == Status.OK and r.text == "(1, 2)", r.text
         (root,) = [s["pid"] for s in own.pool.info()["fork_servers"]]
         (template,) = _marked_processes(root)
