@@ -227,6 +227,9 @@ def main() -> int:
                               fork_servers=args.fork_servers,
                               sessions_per_fork_server=args.sessions_per_fork_server))
     print(json.dumps(report, indent=2))
+    if not report["ok"]:  # last, so a log's tail says what failed
+        failed = [name for name, held in report["checks"].items() if not held]
+        print(f"soak checks failed: {', '.join(failed)}", file=sys.stderr)
     return 0 if report["ok"] else 1
 
 

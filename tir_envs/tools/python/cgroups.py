@@ -27,12 +27,14 @@ import itertools
 import os
 import platform
 import signal
+import time
 
 ROOT = "/sys/fs/cgroup"
 TOP = "tir-envs"
 CONTROLLERS = ("memory", "pids")
 FREEZER = "freezer"        # optional: without it, a stop is signals only (see ``stop``)
 FREEZE_WAIT_READS = 2000   # reads of freezer.state while the session's tasks freeze
+KILLED_GONE_S = 2.0        # at removal: how long killed processes get to leave a cgroup
 KEEPER_PIDS = 1            # the keeper process is in the cgroup too
 MEMORY_HEADROOM_MB = 64    # interpreter pages copied on write, page tables, kernel objects
 STOP_ROUNDS = 16
@@ -414,7 +416,11 @@ def _remove_tree(pool_dir: str) -> None:
         d = os.path.join(pool_dir, name)
         if os.path.isdir(d):
             _thaw(d)  # frozen processes do not die of SIGKILL
-            _signal_all(_read_pids(os.path.join(d, "cgroup.procs")), signal.SIGKILL)
+            procs = os.path.join(d, "cgroup.procs")
+            _signal_all(_read_pids(procs), signal.SIGKILL)
+            deadline = time.monotonic() + KILLED_GONE_S  # a busy cgroup cannot be removed
+            while _read_pids(procs) and time.monotonic() < deadline:
+                time.sleep(0.01)
             _rmdir_quietly(d)
     _rmdir_quietly(pool_dir)
 

@@ -90,6 +90,10 @@ def _fail(fut: cf.Future, exc: BaseException) -> None:
             pass
 
 
+#: how long ``shutdown`` waits at most for killed sessions to leave their cgroups
+SESSIONS_GONE_S = 10.0
+
+
 class SandboxPool(SessionCalls):
     """See the module docstring.  Public methods are thread-safe and never block."""
 
@@ -199,7 +203,9 @@ class SandboxPool(SessionCalls):
                 proc.kill()
                 proc.wait(timeout)
         if self.protections.cgroups is not None:
-            self._wait_sessions_gone(timeout)
+            # killed sessions leave their cgroups as the kernel reaps them, slower on a loaded
+            # machine; removing a busy cgroup fails and would leave it behind
+            self._wait_sessions_gone(max(timeout, SESSIONS_GONE_S))
             self.protections.cgroups.remove()
         if self.protections.uids is not None:
             self.protections.uids.close()
