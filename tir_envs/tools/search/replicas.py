@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tir_envs.tools.search import jvm
 from tir_envs.tools.search.spread import SpreadRetriever
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class RetrievalReplicas:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         if not ray.is_initialized():
             ray.init(address=self.address, log_to_driver=False)
+            jvm.keep_signal_handlers()  # ray.init replaced them (see jvm's docstring)
         nodes = self._nodes()
         host = ray.remote(ReplicaHost)
         try:
