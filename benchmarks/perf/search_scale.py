@@ -181,7 +181,8 @@ def run_child(backend: str, corpus: Path, out: Path, threads: int) -> dict:
 def server_load(index: Path, queries: list[str], clients: int, per_client: int,
                 threads: int, batching: bool = False, workers: int = 1) -> dict:
     """``clients`` concurrent clients, each sending ``per_client`` single-query requests one
-    after another, against one retrieval server; every reply checked against a direct search.
+    after another, against one retrieval server, after one discarded pass of the same load;
+    every reply checked against a direct search.
     ``queueing_floor_ms`` = clients / the saturated q/s of this same run: the p50 a perfect
     FIFO server would give with every client always waiting."""
     import asyncio
@@ -215,7 +216,9 @@ def server_load(index: Path, queries: list[str], clients: int, per_client: int,
         latencies, errors, wrong = [], [], []
         conn = aiohttp.TCPConnector(limit=clients)
         async with aiohttp.ClientSession(connector=conn) as session:
-            await client(session, url, 0, [], [], [])  # warm-up
+            # warm-up: the same load once, discarded (the server's JIT compiles the search
+            # under it, as the in-process figures are taken warm)
+            await asyncio.gather(*(client(session, url, i, [], [], []) for i in range(clients)))
             t = time.perf_counter()
             await asyncio.gather(*(client(session, url, i, latencies, errors, wrong)
                                    for i in range(clients)))
