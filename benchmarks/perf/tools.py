@@ -79,7 +79,10 @@ async def _per_call(fn, calls: int) -> float:
 
 
 async def _pairs(named: dict, calls: int, rounds: int) -> dict[str, float]:
-    """Median seconds per call of each coroutine function in ``named``, interleaved."""
+    """Median seconds per call of each coroutine function in ``named``, interleaved, after
+    one untimed call of each (a first call pays one-time costs: connections, imports)."""
+    for fn in named.values():
+        await fn(0)
     times: dict[str, list[float]] = {k: [] for k in named}
     for _ in range(rounds):
         for key, fn in named.items():
