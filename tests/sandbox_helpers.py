@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
+from tir_envs.tools.python.launcher import allowed_paths, tmp_binds
 from tir_envs.tools.python.limits import Limits
 
 NAMESPACE_MODES = ("bwrap", "unshare")
@@ -168,3 +169,15 @@ def background_sleep_code(mark: str) -> str:
         "time.sleep(0.2)\n"
         "print('started')\n"
     )
+
+
+def host_binds_in_tmp(extra_binds: tuple[str, ...] = ()) -> list[str]:
+    """The allow-listed host paths under ``/tmp`` (a checkout or virtualenv living there, and
+    ``extra_binds``): a namespaced cell's fresh ``/tmp`` holds them, bound read-only."""
+    return [p for p in tmp_binds(allowed_paths(tuple(extra_binds))) if p.startswith("/tmp/")]
+
+
+def host_names_in_tmp(extra_binds: tuple[str, ...] = ()) -> list[str]:
+    """What ``os.listdir('/tmp')`` shows in a fresh namespaced cell: the first component of
+    each of ``host_binds_in_tmp`` (nothing when the project lives outside ``/tmp``)."""
+    return sorted({p.split("/")[2] for p in host_binds_in_tmp(extra_binds)})

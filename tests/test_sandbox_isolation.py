@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call, close_session,
-                                   marker, NAMESPACE_MODES, open_session, require_nproc_enforced,
-                                   session_of, wait_gone, wait_present)
+                                   host_names_in_tmp, marker, NAMESPACE_MODES, open_session,
+                                   require_nproc_enforced, session_of, wait_gone, wait_present)
 from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
-from tir_envs.tools.python.launcher import allowed_paths, sandbox_env, tmp_binds
+from tir_envs.tools.python.launcher import sandbox_env
 
 REPO = Path(__file__).resolve().parents[1]
 NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)
@@ -40,8 +40,7 @@ def test_private_working_directory(mode):
         r = call(t, "import os\nprint(os.getcwd(), sorted(os.listdir('.')), os.getpid())", b)
         # a fresh tmpfs (holding only the mount points of a Python installed under /tmp, if
         # that is where this one lives) and its own pid namespace
-        python_under_tmp = sorted({p.split("/")[2] for p in tmp_binds(allowed_paths())})
-        assert r.text == f"/tmp {python_under_tmp} 1"
+        assert r.text == f"/tmp {host_names_in_tmp()} 1"
         assert call(t, "open('secret.txt').read()", a).text == "'A'"
         assert not os.path.exists("/tmp/secret.txt")  # it never touched the host's disk
     finally:
