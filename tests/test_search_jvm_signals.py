@@ -83,3 +83,31 @@ def test_nothing_to_restore_when_nothing_replaced_the_handlers():
     with open_retriever(small_index("lucene")) as r:
         r.search("paris", 1)
         assert jvm.keep_signal_handlers() == []
+
+
+FOREIGN = """
+import faulthandler, logging, os, sys
+logging.basicConfig()
+from tir_envs.tools.search import jvm, open_retriever
+import jnius_config
+jnius_config.add_classpath(jvm.anserini_jar())
+jnius_config.add_options(*jvm.JVM_OPTIONS)
+os.environ["JAVA_HOME"] = jvm.java_home()
+import jnius  # the JVM started by other code, before tir_envs ever looked
+faulthandler.disable()  # ... and its SIGSEGV handler gone before tir_envs looks
+retriever = open_retriever(sys.argv[1])
+print("RECORDED", bool(jvm._jvm_actions))
+"""
+
+
+def test_a_jvm_started_elsewhere_with_its_handlers_gone_is_named_once(tmp_path):
+    """Nothing to put back then (the JVM's handlers were never seen): one warning, and the
+    default action is not recorded as if it were the JVM's."""
+    script = tmp_path / "foreign.py"
+    script.write_text(FOREIGN)
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script),
+                           str(hotpotqa_index("lucene"))], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RECORDED False" in proc.stdout
+    assert proc.stderr.count("handler was replaced (now the default action)") == 1, proc.stderr

@@ -41,6 +41,7 @@ JVM_SIGNALS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIG
                     if hasattr(signal, name))
 _SIGACTION_BYTES = 256  # more than any libc's struct sigaction; saved and restored opaque
 _jvm_actions: dict[int, bytes] = {}  # the JVM's handlers, recorded once it has started
+_looked_at_handlers = False
 _libc = None
 
 
@@ -141,15 +142,18 @@ def _sigaction(signum: int, new: bytes | None = None) -> bytes:
 
 def _record_signal_handlers() -> None:
     """Record the current handlers if they are the JVM's (they are not when the JVM was started
-    by other code and its handlers were replaced before we first looked)."""
+    by other code and its handlers were replaced before we first looked).  Looks once."""
+    global _looked_at_handlers
+    _looked_at_handlers = True
     try:
         actions = {s: _sigaction(s) for s in JVM_SIGNALS}
     except (OSError, AttributeError) as exc:  # no libc sigaction: nothing to keep
         log.debug("cannot read the JVM's signal handlers: %s", exc)
         return
-    owner = _library_of(int.from_bytes(actions[JVM_SIGNALS[0]][:8], "little"))
+    handler = int.from_bytes(actions[JVM_SIGNALS[0]][:8], "little")
+    owner = "the default action" if handler in (0, 1) else _library_of(handler)  # DFL, IGN
     if owner is not None and "libjvm" not in owner:
-        log.warning("the JVM's SIGSEGV handler was replaced (now in %s) before tir_envs first "
+        log.warning("the JVM's SIGSEGV handler was replaced (now %s) before tir_envs first "
                     "used the JVM; in-process Lucene may crash the process", owner)
         return
     _jvm_actions.update(actions)
@@ -173,8 +177,9 @@ def _start() -> None:
         import jnius_config
     except ImportError:
         raise JavaUnavailable(f"the Lucene backend needs pyjnius: {INSTALL_HINT}") from None
+    global _looked_at_handlers
     if jnius_config.vm_running:
-        if not _jvm_actions:  # started by other code (pyserini, the user) before us
+        if not _looked_at_handlers:  # started by other code (pyserini, the user) before us
             _record_signal_handlers()
         return
     home, jar = java_home(), anserini_jar()
