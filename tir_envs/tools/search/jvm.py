@@ -12,7 +12,7 @@ checks, safepoint polls, stack guards) and the JVM's handler resumes it.  Code t
 own SIGSEGV handler afterwards (``ray.init`` does, twice: Ray's crash reporter and Python's
 ``faulthandler``; ``ray.shutdown`` leaves the default action) turns the next routine fault into
 a crash of the whole process.  So the JVM's handlers are recorded when it starts and put back
-before every search (``keep_signal_handlers``): one ``sigaction`` read per signal.
+before every search (``keep_signal_handlers``): one ``sigaction`` read a search.
 """
 
 from __future__ import annotations
@@ -115,10 +115,14 @@ def autoclass(name: str):
 
 def keep_signal_handlers() -> list[str]:
     """Put back the JVM's handler of each signal in ``JVM_SIGNALS`` that something replaced
-    since the JVM started (see the module docstring); returns the names of those restored."""
+    since the JVM started (see the module docstring); returns the names of those restored.
+    Reads SIGSEGV's alone first (one system call a search): the code known to replace them
+    (Ray, ``faulthandler``) replaces all of them together, SIGSEGV included."""
+    if not _jvm_actions or not _replaced(JVM_SIGNALS[0]):
+        return []
     restored = []
     for signum, action in _jvm_actions.items():
-        if _sigaction(signum)[:8] != action[:8]:  # the handler's address leads the struct
+        if _replaced(signum):
             _sigaction(signum, action)
             restored.append(signal.Signals(signum).name)
     if restored:
@@ -126,6 +130,11 @@ def keep_signal_handlers() -> list[str]:
                     "and faulthandler.enable do this); put back so Lucene cannot crash the "
                     "process", "/".join(restored))
     return restored
+
+
+def _replaced(signum: int) -> bool:
+    """Whether ``signum``'s handler is no longer the JVM's (its address leads the struct)."""
+    return _sigaction(signum)[:8] != _jvm_actions[signum][:8]
 
 
 def _sigaction(signum: int, new: bytes | None = None) -> bytes:
