@@ -25,11 +25,25 @@
   (``fork_exit_floor``, the parent and its children).  Unlike runs/s it barely moves with the
   load of other jobs on the machine; ``projected_runs_per_s_at_64`` is what the CPU allows on
   this machine's cores.
+* ``peers``: the field's one-shot executors, each ``print(1)`` call checked to print ``1``
+  (a peer whose calls fail is reported as failing, never as fast): ``subprocess``, a fresh
+  ``python3 -c`` per call (ToRL/ZeroTIR-style executors); ``firejail_code_r1``, a fresh
+  ``firejail`` per call with code-r1's flags (``--private --profile=pip`` and its default
+  ``--timeout`` of 30 s, which costs ~2 s of wall time per call: firejail then polls its child
+  once a second); ``firejail_verl_tool``, VerlTool's ``python_code`` tool's flags
+  (``--noprofile``, its minimal environment).  All run the system's ``python3`` (one that a
+  ``--private`` home does not hide), so no peer pays the start-up of this checkout's venv.
+  At 1, 16 and 64 concurrent calls each peer's runs/s is measured right after our stateless
+  calls at the same level; then CPU ms per call at 16 concurrent, each peer next to ours,
+  the way ``cpu_ms_per_call`` counts it.  ``stateless_over_fastest_peer``: per level, our
+  runs/s over the fastest working peer's (each against the stateless run beside it).  A peer
+  whose program is absent (firejail is not installed by ``make``) is ``{"installed": false}``.
 
 Goals (issues 21 and 29): stateful p50 <= 0.5 ms and >= 3000 runs/s at 64 sessions;
-stateless >= 3x ``python -c`` at 1, 16 and 64 and within 1.5x of the fork-and-exit floor
-(runs/s at each level, and CPU per call at 64); a flooded bystander's p50 within 2x of its
-idle p50.
+stateless >= 3x ``python -c`` at 1, 16 and 64, >= 2x the fastest installed peer at each
+level (``null`` when an installed peer failed: not measured), and within 1.5x of the
+fork-and-exit floor (runs/s at each level, and CPU per call at 64); a flooded bystander's
+p50 within 2x of its idle p50.
 Usage: ``python benchmarks/perf/sandbox.py [--quick]``.
 """
 
@@ -39,10 +53,12 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -331,6 +347,132 @@ async def cpu_per_call(tool: PythonTool, stateless: PythonTool, calls: int,
     return out
 
 
+# --- peers: the field's one-shot executors ---------------------------------------------
+
+# Firejail flags as the projects pass them (read in their sources, not copied):
+# code-r1 verl/utils/reward_score/coder1/firejail_exec.py (443f8da) and VerlTool
+# verl_tool/servers/tools/python_code.py (cd6dbcc); the code goes in as ``python3 -c``.
+CODE_R1_FLAGS = ("--private", "--quiet", "--seccomp=socket", "--profile=pip",
+                 "--rlimit-nproc=32", "--rlimit-nofile=32", "--rlimit-fsize=2m",
+                 "--rlimit-as=4096m", "--timeout=00:00:30")
+VERL_TOOL_FLAGS = ("--quiet", "--seccomp=socket", "--noprofile", "--rlimit-nproc=32",
+                   "--rlimit-nofile=32", "--rlimit-fsize=2m", "--rlimit-as=1096m")
+VERL_TOOL_ENV = ("PATH", "HOME", "USER", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR")
+PEER_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One executor of the field: ``argv`` then the code, in ``env``."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+
+    @property
+    def installed(self) -> bool:
+        return shutil.which(self.argv[0]) is not None
+
+    def command(self) -> str:
+        return " ".join(self.argv + ("'print(1)'",))
+
+
+def system_python() -> str:
+    """A ``python3`` outside any home directory (``--private`` hides homes), else ours."""
+    return shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+
+
+def peers() -> list[Peer]:
+    python = system_python()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    jail_env = {**env, "OPENBLAS_NUM_THREADS": "1"}
+    verl_env = {k: env[k] for k in VERL_TOOL_ENV if k in env} | {"OPENBLAS_NUM_THREADS": "1"}
+    return [Peer("subprocess", (python, "-c"), env),
+            Peer("firejail_code_r1", ("firejail", *CODE_R1_FLAGS, python, "-c"), jail_env),
+            Peer("firejail_verl_tool", ("firejail", *VERL_TOOL_FLAGS, python, "-c"), verl_env)]
+
+
+async def peer_call(peer: Peer, code: str = CODE) -> bool:
+    """One call of ``peer``; True only when it exited 0 having printed ``1``."""
+    proc = await asyncio.create_subprocess_exec(
+        *peer.argv, code, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL, env=peer.env)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), PEER_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return False
+    return proc.returncode == 0 and out.strip() == b"1"
+
+
+async def peer_rate(peer: Peer, concurrency: int, seconds: float) -> tuple[float, int, int]:
+    """Successful runs/s of ``concurrency`` loops of ``peer`` calls, calls made, failed."""
+    stop = time.perf_counter() + seconds
+    calls = failed = 0
+
+    async def loop():
+        nonlocal calls, failed
+        while time.perf_counter() < stop:
+            ok = await peer_call(peer)
+            calls, failed = calls + 1, failed + (not ok)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    return (calls - failed) / (time.perf_counter() - start), calls, failed
+
+
+async def peer_side_by_side(stateless: PythonTool, peer: Peer, seconds: float,
+                            calls: int) -> dict:
+    """``peer`` at each level right after our stateless calls, then CPU ms per call."""
+    out: dict = {"installed": True, "command": peer.command(), "calls": 0, "failed_calls": 0}
+    for level in STATELESS_LEVELS:
+        ours = await stateless_rate(stateless, level, seconds)
+        rate, made, failed = await peer_rate(peer, level, seconds)
+        out["calls"], out["failed_calls"] = out["calls"] + made, out["failed_calls"] + failed
+        out[str(level)] = {"runs_per_s": round(rate, 1), "stateless_runs_per_s": round(ours, 1),
+                           "ratio": round(ours / rate, 1) if rate else None}
+
+    async def one_shot(_):
+        assert (await stateless.call({"code": CODE})).ok
+
+    async def one_peer(_):
+        ok = await peer_call(peer)
+        out["calls"], out["failed_calls"] = out["calls"] + 1, out["failed_calls"] + (not ok)
+
+    out["stateless_cpu_ms_per_call_16"] = await _cpu_ms(calls // 4, 16, one_shot)
+    out["cpu_ms_per_call_16"] = await _cpu_ms(max(16, calls // 20), 16, one_peer)
+    out["cpu_over_stateless_16"] = round(
+        out["cpu_ms_per_call_16"] / out["stateless_cpu_ms_per_call_16"], 1)
+    out["failing"] = out["failed_calls"] > 0
+    return out
+
+
+async def peers_vs_stateless(stateless: PythonTool, seconds: float, calls: int) -> dict:
+    """Every peer side by side with our stateless calls; the ratio to the fastest."""
+    out: dict = {"python": system_python()}
+    for peer in peers():
+        out[peer.name] = (await peer_side_by_side(stateless, peer, seconds, calls)
+                          if peer.installed else {"installed": False})
+    working = {name: row for name, row in out.items()
+               if isinstance(row, dict) and row["installed"] and not row["failing"]}
+    out["fastest_peer"], out["stateless_over_fastest_peer"] = {}, {}
+    for level in map(str, STATELESS_LEVELS):
+        name = max(working, key=lambda n: working[n][level]["runs_per_s"], default=None)
+        out["fastest_peer"][level] = name
+        out["stateless_over_fastest_peer"][level] = working[name][level]["ratio"] if name else None
+    return out
+
+
+def peer_goal(peers_out: dict) -> bool | None:
+    """>= 2x the fastest peer at every level; None (not measured) when an installed peer
+    failed or none works."""
+    rows = [v for v in peers_out.values() if isinstance(v, dict) and "installed" in v]
+    ratios = list(peers_out["stateless_over_fastest_peer"].values())
+    if any(r["installed"] and r["failing"] for r in rows) or None in ratios:
+        return None
+    return all(r >= 2 for r in ratios)
+
 async def main(quick: bool) -> dict:
     backend = LocalBackend()
     info = backend.pool.wait_all_servers(timeout=300)  # steady state: every fork server up
@@ -345,6 +487,8 @@ async def main(quick: bool) -> dict:
         "throughput": await throughput(tool, 1.0 if quick else 3.0),
         "stateless": await stateless_vs_floor(stateless, backend.config.preload,
                                               1.0 if quick else 3.0),
+        "peers": await peers_vs_stateless(stateless, 1.0 if quick else 3.0,
+                                          640 if quick else 2560),
         "session_open_ms": round(await open_cost(tool, 64), 2),
         "flood_bystander": await flood_bystander(backend, 100 if quick else 300),
         "cpu_ms_per_call": await cpu_per_call(tool, stateless, 640 if quick else 2560,
@@ -356,6 +500,7 @@ async def main(quick: bool) -> dict:
         "stateful_p50_le_0_5ms": lat["sandbox_p50"] <= 0.5,
         "stateful_ge_3000_runs_per_s_at_64": thr["64"]["sandbox_runs_per_s"] >= 3000,
         "stateless_ge_3x_python_c_at_1_16_64": all(v["ratio"] >= 3 for v in sl.values()),
+        "stateless_ge_2x_fastest_peer_at_1_16_64": peer_goal(result["peers"]),
         "stateless_within_1_5x_floor_at_1_16_64": all(v["floor_ratio"] <= 1.5
                                                        for v in sl.values()),
         "stateless_cpu_within_1_5x_floor_at_64":
