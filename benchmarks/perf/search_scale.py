@@ -21,6 +21,11 @@ clients: one worker, one with request batching, two worker processes (``server_l
 floor, mean batch, errors, wrong answers).
 Then ``growth_per_10x`` (each figure's ratio between the two largest sizes) and a power-law
 projection to 1 M and 21 M passages (wiki-18), labelled ``projected``.
+``--corpus FILE`` measures real text instead: nested uniform samples of ``FILE`` at each size
+(wiki-18's ``psgs_w100`` JSONL, or any corpus ``index build`` reads), the same golds planted.
+Every size reports ``text_stats``: the median share of passages that contain a question's
+words (what Lucene scores per query) and those words' mean document frequency, so a synthetic
+run and a real one can be compared on what drives per-query cost.
 ``--with-1m`` adds the 1 M size (and its server load test, ``server_load_1m`` lines on stderr:
 64 and 256 clients, p50/p99 against the queueing floor, errors and wrong answers).
 
@@ -113,14 +118,82 @@ def write_corpus(path: Path, size: int, model: dict, golds: list[dict], seed: in
     with path.open("w", encoding="utf-8") as f:
         for i in range(size):
             if i in gold_at:
-                doc = gold_at[i]
-                contents = f'"{doc["title"]}"\n{doc["text"]}'
+                contents = gold_contents(gold_at[i])
             else:
                 ids = np.searchsorted(cdf, rng.random(WORDS_PER_PASSAGE + 3))
                 ids = np.minimum(ids, vocab - 1)
                 title = " ".join(words[ids[:3]]).title()
                 contents = f'"{title}"\n' + " ".join(words[ids[3:]])
             f.write(json.dumps({"id": f"p{i}", "contents": contents}, ensure_ascii=False) + "\n")
+
+
+def gold_contents(doc: dict) -> str:
+    """A planted gold paragraph in FlashRAG's ``"title"\ntext`` convention."""
+    return f'"{doc["title"]}"\n{doc["text"]}'
+
+
+def sample_corpus(source: Path, sizes: list[int], golds: list[dict], folder: Path,
+                  seed: int = 0) -> dict[int, Path]:
+    """Nested uniform samples of a real corpus (``--corpus``), one file per size, each with
+    the ``golds`` planted as in the synthetic corpora.  Two streaming passes over ``source``
+    (any format ``index build`` reads): one counts, one writes, so memory stays at 12 bytes a
+    source passage whatever the text.  Each smaller sample is a subset of the larger ones,
+    as the synthetic corpora of one seed share their prefix."""
+    from tir_envs.tools.search.corpus import iter_corpus
+    count = sum(1 for _ in iter_corpus(source))
+    need = max(sizes) - len(golds)
+    if need > count:
+        raise SystemExit(f"--corpus {source} has {count:,} passages; --sizes {max(sizes):,} "
+                         f"needs {need:,} of them besides the {len(golds)} planted golds: "
+                         "pass smaller --sizes")
+    folder.mkdir(parents=True, exist_ok=True)
+    rank = np.full(count, np.iinfo(np.int32).max, dtype=np.int32)
+    # ranks from one permutation of the whole corpus: a size draws the same passages whatever
+    # other sizes a run asks for
+    rank[np.random.default_rng(seed).permutation(count)[:need]] = np.arange(need)
+    keep = {size: size - len(golds) for size in sizes}
+    paths = {size: folder / f"corpus-{size}.jsonl" for size in sizes}
+    files = {size: path.open("w", encoding="utf-8") for size, path in paths.items()}
+    try:
+        for i, record in enumerate(iter_corpus(source)):
+            for size, f in files.items():
+                if rank[i] < keep[size]:
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        for j, doc in enumerate(golds):
+            line = json.dumps({"id": f"tir-gold-{j}", "contents": gold_contents(doc)},
+                              ensure_ascii=False) + "\n"
+            for f in files.values():
+                f.write(line)
+    finally:
+        for f in files.values():
+            f.close()
+    return paths
+
+
+#: Lucene's English stopwords (what Anserini's default analyzer drops)
+STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such "
+                      "that the their then there these they this to was will with".split())
+
+
+def _terms(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+
+
+def text_stats(corpus: Path, size: int, questions: list[str],
+               sample: int = pick(20_000, 2_000)) -> dict:
+    """What the questions' words do in this corpus, on an evenly spread sample of its
+    passages: the median share of passages that contain any of a question's words (what
+    Lucene must score for it), and the mean share containing each word (its document
+    frequency).  Compares the synthetic model with real text (``--corpus``)."""
+    step = max(1, size // sample)
+    with corpus.open(encoding="utf-8") as f:
+        docs = [_terms(json.loads(line)["contents"]) for i, line in enumerate(f) if i % step == 0]
+    asked = [_terms(q) for q in questions]
+    matched = sorted(sum(1 for d in docs if q & d) / len(docs) for q in asked)
+    df = [sum(1 for d in docs if w in d) / len(docs) for q in asked for w in q]
+    return {"passages_sampled": len(docs),
+            "question_match_median": round(matched[len(matched) // 2], 4),
+            "question_word_df_mean": round(float(np.mean(df)), 4)}
 
 
 def questions_and_golds() -> tuple[list, list[dict]]:
@@ -366,37 +439,51 @@ def main(argv: list[str] | None = None) -> dict:
                         help="passages for the dense (faiss) comparison; 0: skip it")
     parser.add_argument("--dense-model", help="local encoder folder for the dense comparison "
                                               "(default: a random tiny encoder built in code)")
+    parser.add_argument("--corpus", type=Path,
+                        help="measure on nested uniform samples of this real corpus (e.g. "
+                             "wiki-18's JSONL) instead of the synthetic one")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.with_1m:
         args.sizes = sorted(set(args.sizes) | {10_000, 100_000, 1_000_000})
     if args.child == "dense":
-        result = one_dense(Path(args.corpus), Path(args.out), args.dense_model)
+        result = one_dense(args.corpus, Path(args.out), args.dense_model)
         print(json.dumps(result))
         return result
     if args.child:
-        result = one_backend(args.child, Path(args.corpus), Path(args.out), args.threads)
+        result = one_backend(args.child, args.corpus, Path(args.out), args.threads)
         print(json.dumps(result))
         return result
     from tir_envs.tools.search.jvm import lucene_available
     backends = args.backends or (["lucene", "bm25"] if lucene_available() else ["bm25"])
-    model = fit_text_model()
     tasks, golds = questions_and_golds()
     report: dict = {
         "cpu_count": os.cpu_count(), "threads": args.threads, "loadavg_before": os.getloadavg(),
-        "questions": len(tasks), "planted_golds": len(golds), "k": K,
-        "text_model": {k: (round(v, 4) if isinstance(v, float) else v)
-                       for k, v in model.items() if k != "ranked"},
-        "words_per_passage": WORDS_PER_PASSAGE, "sizes": {}}
+        "questions": len(tasks), "planted_golds": len(golds), "k": K, "sizes": {}}
+    model = None if args.corpus else fit_text_model()
+    if args.corpus:
+        report["corpus"] = {"source": str(args.corpus), "sample": "uniform, nested, seed 0"}
+    else:
+        report["text_model"] = {k: (round(v, 4) if isinstance(v, float) else v)
+                                for k, v in model.items() if k != "ranked"}
+        report["words_per_passage"] = WORDS_PER_PASSAGE
+    queries = [t.question for t in tasks]
     with tempfile.TemporaryDirectory(prefix="tir-search-scale-") as tmp:
-        for size in args.sizes:
-            corpus = Path(tmp) / f"corpus-{size}.jsonl"
+        samples: dict[int, Path] = {}
+        if args.corpus:
             t = time.perf_counter()
-            write_corpus(corpus, size, model, golds)
-            entry = {"corpus_mb": round(corpus.stat().st_size / 2**20, 1),
-                     "generate_s": round(time.perf_counter() - t, 2)}
+            samples = sample_corpus(args.corpus, args.sizes, golds, Path(tmp))
+            report["corpus"]["sample_s"] = round(time.perf_counter() - t, 2)
+        for size in args.sizes:
+            entry = {}
+            corpus = samples.get(size)
+            if corpus is None:
+                corpus, t = Path(tmp) / f"corpus-{size}.jsonl", time.perf_counter()
+                write_corpus(corpus, size, model, golds)
+                entry["generate_s"] = round(time.perf_counter() - t, 2)
+            entry.update(corpus_mb=round(corpus.stat().st_size / 2**20, 1),
+                         text_stats=text_stats(corpus, size, queries))
             for backend in backends:
                 entry[backend] = run_child(backend, corpus, Path(tmp) / f"{backend}-{size}",
                                            args.threads)
@@ -405,7 +492,6 @@ def main(argv: list[str] | None = None) -> dict:
             corpus.unlink()
         largest = Path(tmp) / f"lucene-{max(args.sizes)}"
         if "lucene" in backends and largest.is_dir() and args.clients:
-            queries = [t.question for t in tasks]
             report["server_load_passages"] = max(args.sizes)
             report["server_load"] = [server_load(largest, queries, c,
                                                  max(5, pick(1280, 40) // c), args.threads,
@@ -415,7 +501,11 @@ def main(argv: list[str] | None = None) -> dict:
             print_server_load(report["server_load"], max(args.sizes))
         if args.dense_size:
             corpus = Path(tmp) / f"dense-corpus-{args.dense_size}.jsonl"
-            write_corpus(corpus, args.dense_size, model, golds)
+            if args.corpus:
+                sample_corpus(args.corpus, [args.dense_size], golds, Path(tmp) / "dense-sample")
+                (Path(tmp) / "dense-sample" / f"corpus-{args.dense_size}.jsonl").rename(corpus)
+            else:
+                write_corpus(corpus, args.dense_size, model, golds)
             report["dense"] = run_dense_child(corpus, Path(tmp) / "dense", args.dense_model)
             report["dense"]["loadavg"] = round(os.getloadavg()[0], 2)
     sizes = sorted(report["sizes"])
