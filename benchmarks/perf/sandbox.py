@@ -2,8 +2,10 @@
 
 * ``latency_ms``: p50/p99 of ``print(1)`` in one warm session through ``PythonTool.call``
   (the whole path: tool, pool, reactor thread, the sandboxed interpreter and back), next to
-  ``python -c "print(1)"`` started per call (the baseline), and the same with the
-  sandbox's scientific imports (what a stateless executor pays to have sympy at hand).
+  ``python -c "print(1)"`` started per call (the baseline: a bare interpreter, the system's
+  ``python3`` where there is one, see ``system_python``; its path is ``baseline_python``), and
+  the same with the sandbox's scientific imports in this venv's interpreter (what a stateless
+  executor pays to have sympy at hand).
 * ``throughput``: ``print(1)`` runs per second with 1, 16, 64 and 256 sessions running
   concurrently from one event loop, each level measured right next to the baseline (the
   same number of concurrent ``python -c`` subprocesses), and the ratio.
@@ -77,9 +79,18 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def subprocess_run(code: str) -> None:
+def system_python() -> str:
+    """A bare ``python3``: the system's, outside any venv and home directory (a venv's
+    interpreter with this checkout's editable install imports twice the modules at start,
+    22-27 ms of CPU against 9-11 here, which would flatter every ratio to it; ``--private``
+    hides homes from the firejail peers), else ours."""
+    return shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+
+
+async def subprocess_run(code: str, python: str | None = None) -> None:
+    """``python -c code`` in a fresh process (default: the bare ``system_python()``)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+        python or system_python(), "-c", code, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL)
     await proc.communicate()
 
@@ -102,7 +113,7 @@ async def latency(tool: PythonTool, n: int) -> dict:
     imports = []
     for _ in range(3):
         t = time.perf_counter()
-        await subprocess_run("import numpy, sympy\nprint(1)")
+        await subprocess_run("import numpy, sympy\nprint(1)", sys.executable)
         imports.append(1000 * (time.perf_counter() - t))
     p50, bp50 = statistics.median(sandbox), statistics.median(base)
     return {"sandbox_p50": round(p50, 3), "sandbox_p99": round(pct(sandbox, 0.99), 3),
@@ -377,11 +388,6 @@ class Peer:
         return " ".join(self.argv + ("'print(1)'",))
 
 
-def system_python() -> str:
-    """A ``python3`` outside any home directory (``--private`` hides homes), else ours."""
-    return shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
-
-
 def peers() -> list[Peer]:
     python = system_python()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -482,7 +488,8 @@ async def main(quick: bool) -> dict:
     result = {
         "machine": {"cpus": os.cpu_count(), "loadavg_1m_before": round(load_before[0], 2),
                     "isolation": info["isolation"], "spares": info["config"]["spares"],
-                    "fork_servers": len(info["fork_servers"])},
+                    "fork_servers": len(info["fork_servers"]),
+                    "baseline_python": system_python()},
         "latency_ms": await latency(tool, 500 if quick else 3000),
         "throughput": await throughput(tool, 1.0 if quick else 3.0),
         "stateless": await stateless_vs_floor(stateless, backend.config.preload,
