@@ -1,3 +1,4 @@
+import signal
 import sys
 
 import pytest
@@ -14,6 +15,16 @@ def qwen_tok():
 @pytest.fixture(scope="session")
 def tiny_tok():
     return tiny_tokenizer()
+
+
+def pytest_configure(config):
+    """Started in the background by a shell without job control (``nohup make test &``, a
+    ``( ... & )`` subshell), this process inherits SIGINT ignored, and so would every program a
+    test starts: an ignored signal stays ignored across exec, and Python then never raises
+    KeyboardInterrupt, so the Ctrl-C tests' children ran on to the end (three failures in a
+    fresh clone run that way).  A handler, unlike an ignore, is reset to the default at exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_runtest_teardown(item):
