@@ -59,11 +59,17 @@ def adapter_episode(code: str) -> dict:
 
 
 def sandbox_hosts() -> dict[str, str]:
-    """The live sandbox host actors and their nodes, from GCS's actor table (no dashboard)."""
-    from ray._private.state import actors
-
-    return {a["Name"]: a["Address"]["NodeID"] for a in actors().values()
-            if a.get("Name", "").startswith("tir-python-sandbox-") and a["State"] == "ALIVE"}
+    """The sandbox host actors by name and the node each runs on, as each reports it (GCS's
+    actor table, read from a task, once came back empty in a full run)."""
+    hosts = {}
+    for i in range(SETTINGS["backend"]["num_hosts"] + 1):  # one more: none may exist
+        name = f"tir-python-sandbox-{i}"
+        try:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:  # no actor of that name
+            continue
+        hosts[name] = ray.get(actor.info.remote())["node"]
+    return hosts
 
 
 def test_env_settings_reach_every_node_and_sandbox_hosts_spread_over_them(two_nodes):

@@ -39,7 +39,9 @@ def test_sessions_run_on_host_actors(cluster):
         assert r.metadata["backend"] == "ray" and r.metadata["isolation"] in ("bwrap", "unshare",
                                                                       "rlimits")
         assert call(t, "1/0", s).metadata["error_last_line"] == "ZeroDivisionError: division by zero"
-        assert asyncio.run(t.backend.info())[0]["sessions"] == 1
+        info = asyncio.run(t.backend.info())[0]
+        assert info["sessions"] == 1
+        assert info["node"] in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         r = call(t, "while True:\n    pass", s)
         assert r.status == Status.TIMEOUT and not r.metadata["restarted"]  # interrupted
         assert call(t, "x", s).text == "20"

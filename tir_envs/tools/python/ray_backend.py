@@ -63,7 +63,10 @@ class SandboxHost:
             await self.backend.close(handle)
 
     async def info(self) -> dict:
-        return {"sessions": len(self.sessions), **self.backend.pool.info()}
+        """Its pool state, and the Ray node it runs on (where a cluster placed it)."""
+        import ray
+        return {"sessions": len(self.sessions), "node": ray.get_runtime_context().get_node_id(),
+                **self.backend.pool.info()}
 
 
 class RayBackend(SandboxBackend):
