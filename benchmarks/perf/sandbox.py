@@ -143,19 +143,29 @@ async def sandbox_rate(tool: PythonTool, sessions: int, seconds: float) -> float
     return rate
 
 
-async def baseline_rate(concurrency: int, seconds: float) -> float:
+async def calls_per_s(call, concurrency: int, seconds: float) -> tuple[float, int, int]:
+    """``concurrency`` loops awaiting ``call()`` (True: it did its job) for ``seconds``:
+    successful calls per second, calls made, calls failed."""
     stop = time.perf_counter() + seconds
-    done = 0
+    calls = failed = 0
 
     async def loop():
-        nonlocal done
+        nonlocal calls, failed
         while time.perf_counter() < stop:
-            await subprocess_run(CODE)
-            done += 1
+            ok = await call()
+            calls, failed = calls + 1, failed + (not ok)
 
     start = time.perf_counter()
     await asyncio.gather(*(loop() for _ in range(concurrency)))
-    return done / (time.perf_counter() - start)
+    return (calls - failed) / (time.perf_counter() - start), calls, failed
+
+
+async def baseline_rate(concurrency: int, seconds: float) -> float:
+    async def one() -> bool:
+        await subprocess_run(CODE)
+        return True
+
+    return (await calls_per_s(one, concurrency, seconds))[0]
 
 
 async def throughput(tool: PythonTool, seconds: float, levels=LEVELS, rate=None) -> dict:
@@ -171,19 +181,12 @@ async def throughput(tool: PythonTool, seconds: float, levels=LEVELS, rate=None)
 
 
 async def stateless_rate(tool: PythonTool, concurrency: int, seconds: float) -> float:
-    stop = time.perf_counter() + seconds
-    done = 0
+    async def one() -> bool:
+        r = await tool.call({"code": CODE})
+        assert r.ok, r.text
+        return True
 
-    async def loop():
-        nonlocal done
-        while time.perf_counter() < stop:
-            r = await tool.call({"code": CODE})
-            assert r.ok, r.text
-            done += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop() for _ in range(concurrency)))
-    return done / (time.perf_counter() - start)
+    return (await calls_per_s(one, concurrency, seconds))[0]
 
 
 FLOOR = r"""
@@ -412,29 +415,13 @@ async def peer_call(peer: Peer, code: str = CODE) -> bool:
     return proc.returncode == 0 and out.strip() == b"1"
 
 
-async def peer_rate(peer: Peer, concurrency: int, seconds: float) -> tuple[float, int, int]:
-    """Successful runs/s of ``concurrency`` loops of ``peer`` calls, calls made, failed."""
-    stop = time.perf_counter() + seconds
-    calls = failed = 0
-
-    async def loop():
-        nonlocal calls, failed
-        while time.perf_counter() < stop:
-            ok = await peer_call(peer)
-            calls, failed = calls + 1, failed + (not ok)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(loop() for _ in range(concurrency)))
-    return (calls - failed) / (time.perf_counter() - start), calls, failed
-
-
 async def peer_side_by_side(stateless: PythonTool, peer: Peer, seconds: float,
                             calls: int) -> dict:
     """``peer`` at each level right after our stateless calls, then CPU ms per call."""
     out: dict = {"installed": True, "command": peer.command(), "calls": 0, "failed_calls": 0}
     for level in STATELESS_LEVELS:
         ours = await stateless_rate(stateless, level, seconds)
-        rate, made, failed = await peer_rate(peer, level, seconds)
+        rate, made, failed = await calls_per_s(lambda: peer_call(peer), level, seconds)
         out["calls"], out["failed_calls"] = out["calls"] + made, out["failed_calls"] + failed
         out[str(level)] = {"runs_per_s": round(rate, 1), "stateless_runs_per_s": round(ours, 1),
                            "ratio": round(ours / rate, 1) if rate else None}

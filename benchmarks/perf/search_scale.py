@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> dict:
         samples: dict[int, Path] = {}
         if args.corpus:
             t = time.perf_counter()
-            samples = sample_corpus(args.corpus, args.sizes, golds, Path(tmp))
+            wanted = set(args.sizes) | ({args.dense_size} if args.dense_size else set())
+            samples = sample_corpus(args.corpus, sorted(wanted), golds, Path(tmp))
             report["corpus"]["sample_s"] = round(time.perf_counter() - t, 2)
         for size in args.sizes:
             entry = {}
@@ -489,7 +490,8 @@ def main(argv: list[str] | None = None) -> dict:
                                            args.threads)
                 entry[backend]["loadavg"] = round(os.getloadavg()[0], 2)
             report["sizes"][size] = entry
-            corpus.unlink()
+            if not (args.corpus and size == args.dense_size):  # the dense run reads it below
+                corpus.unlink()
         largest = Path(tmp) / f"lucene-{max(args.sizes)}"
         if "lucene" in backends and largest.is_dir() and args.clients:
             report["server_load_passages"] = max(args.sizes)
@@ -500,11 +502,9 @@ def main(argv: list[str] | None = None) -> dict:
                                      for batching, workers in ((False, 1), (True, 1), (False, 2))]
             print_server_load(report["server_load"], max(args.sizes))
         if args.dense_size:
-            corpus = Path(tmp) / f"dense-corpus-{args.dense_size}.jsonl"
-            if args.corpus:
-                sample_corpus(args.corpus, [args.dense_size], golds, Path(tmp) / "dense-sample")
-                (Path(tmp) / "dense-sample" / f"corpus-{args.dense_size}.jsonl").rename(corpus)
-            else:
+            corpus = samples.get(args.dense_size)  # the same sample as the sparse run's
+            if corpus is None:
+                corpus = Path(tmp) / f"dense-corpus-{args.dense_size}.jsonl"
                 write_corpus(corpus, args.dense_size, model, golds)
             report["dense"] = run_dense_child(corpus, Path(tmp) / "dense", args.dense_model)
             report["dense"]["loadavg"] = round(os.getloadavg()[0], 2)

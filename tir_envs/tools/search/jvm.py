@@ -186,7 +186,6 @@ def _start() -> None:
         import jnius_config
     except ImportError:
         raise JavaUnavailable(f"the Lucene backend needs pyjnius: {INSTALL_HINT}") from None
-    global _looked_at_handlers
     if jnius_config.vm_running:
         if not _looked_at_handlers:  # started by other code (pyserini, the user) before us
             _record_signal_handlers()
