@@ -1,0 +1,45 @@
+"""An OpenAI- and Anthropic-compatible gateway: train black-box agents on token-exact ledgers.
+
+Point any agent program's ``base_url`` at a ``Gateway`` and every request it makes is rendered
+with the model family's serving template, generated **from token ids** by a tir_envs policy
+(vLLM, transformers, an OpenAI-compatible server with ids, scripted) with the run's sampling
+settings, and parsed back with the family's parser into tool calls and reasoning.  Each episode
+keeps a ledger of trainable segments (``Trajectory``: sampled tokens mask 1 with logprobs, what
+the gateway inserted mask 0); where the client rewrote history the episode forks a new segment
+and records why (``docs/gateway.md``).
+
+Public API::
+
+    Gateway(policy, *, tokenizer=None, renderer=None, thinking=None, sampling=None,
+            model="tir-policy", aliases=(), reward=None, host="127.0.0.1", port=0,
+            max_body_bytes=8 MiB, allowed_origins=(), render=None)
+        async with Gateway(...) as gw:           # or await gw.start() / await gw.aclose()
+            base_url, api_key = gw.open_episode(task)   # base_url ends in /v1
+            ...                                   # the agent calls base_url with api_key
+            result = await gw.finish(api_key, agent_answer=None, error=None)
+    EpisodeResult: key_id, task, trajectories (one Trajectory per trainable segment), reward,
+        forks (list[Fork]), breaks, calls, overrides (client sampling fields replaced: count),
+        conversation (last request + final completion), answer (the policy's final content),
+        agent_answer (what the agent returned: recorded, never graded), error
+    Fork: segment, parent, at (first differing token), parent_tokens, request_tokens,
+        ledger_text, request_text (decoded around ``at``), reason
+    AgentSource(gateway, agent, *, concurrency=64, timeout_s=None)
+        async for result in source.run(tasks): ...         # EpisodeResult, as each finishes
+        await source.collect(tasks) -> list[EpisodeResult]
+        source.groups(tasks, group_size) -> async iterator of list[Trajectory] (GRPO groups)
+    agent: async def agent(task, base_url, api_key) -> answer | None
+
+Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the policy's final completion,
+or ``f(task, conversation) -> float`` (sync or async); never anything the agent sends.
+Routes: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` (``?beta=true``),
+``/v1/messages/count_tokens``, ``/v1/models``, ``HEAD /``; each also under ``/e/{api_key}``.
+CLI: ``tir-envs serve gateway`` (``tir_envs.gateway.cli``).
+"""
+
+from tir_envs.gateway.episode import Completion, EpisodeResult
+from tir_envs.gateway.ledger import EpisodeLedger, Fork, Segment
+from tir_envs.gateway.server import Gateway
+from tir_envs.gateway.source import AgentSource
+
+__all__ = ["AgentSource", "Completion", "EpisodeLedger", "EpisodeResult", "Fork", "Gateway",
+           "Segment"]

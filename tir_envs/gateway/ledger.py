@@ -1,0 +1,142 @@
+"""One episode's ledger behind the gateway: trainable segments, forked where history broke.
+
+A chat API client sends the whole conversation at every call and the gateway renders it to
+token ids.  When that render starts with a segment's context (its prompt, every sampled
+completion and every token the gateway inserted so far) only the new tokens are appended
+(mask 0) and the policy continues that segment: one trajectory, token-exact.  When no segment's
+context is a prefix of the render, the client (or the chat template) rewrote history: the
+episode **forks** a new segment whose prompt is the whole render.  Nothing is retokenized
+silently: each fork records the segment it left, the first differing token and the decoded
+text around it, so a run can report breaks per episode.  Every segment is a ``Trajectory``
+(sampled tokens mask 1 with their logprobs), the object every trainer consumes.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from tir_envs.trajectory import Trajectory, Turn
+
+#: tokens of decoded context kept on each side of a fork point
+FORK_CONTEXT = 24
+
+
+@dataclass
+class Fork:
+    """Why a segment was started: the render did not extend segment ``parent``'s context."""
+
+    segment: int
+    parent: int
+    #: index of the first token where the render and the parent's context differ
+    at: int
+    parent_tokens: int
+    request_tokens: int
+    #: decoded text around ``at``: what the ledger holds, and what the request rendered
+    ledger_text: str
+    request_text: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Segment:
+    """A trainable span of an episode: one ``Trajectory`` and its running context."""
+
+    index: int
+    trajectory: Trajectory
+    fork: Fork | None = None
+    #: prompt + token_ids, kept whole (machine ints: 8 bytes a token, not a Python int's 36)
+    #: so the prefix check is one slice compare
+    context: array = field(default_factory=lambda: array("q"))
+    calls: int = 0
+
+    def extends(self, ids: Sequence[int]) -> bool:
+        n = len(self.context)
+        return len(ids) >= n and array("q", ids[:n]) == self.context
+
+
+class EpisodeLedger:
+    """The segments of one episode (see the module docstring)."""
+
+    def __init__(self, tokenizer: Any, task_id: str = ""):
+        self.tokenizer = tokenizer
+        self.task_id = task_id
+        self.segments: list[Segment] = []
+        self.current: Segment | None = None
+
+    @property
+    def forks(self) -> list[Fork]:
+        return [s.fork for s in self.segments if s.fork is not None]
+
+    def place(self, ids: Sequence[int], reason: str = "") -> Segment:
+        """The segment a request rendered as ``ids`` continues (new tokens appended, mask 0),
+        or a new one forked from ``ids``; afterwards ``segment.context == ids``."""
+        ids = list(ids)
+        for seg in ([self.current] if self.current else []) + self.segments[::-1]:
+            if seg.extends(ids):
+                self._append_env(seg, ids[len(seg.context):])
+                self.current = seg
+                return seg
+        return self._fork(ids, reason)
+
+    def _append_env(self, seg: Segment, new: list[int]) -> None:
+        if not new:
+            return
+        traj = seg.trajectory
+        start, end = traj.append(new, policy=False)
+        if traj.turns and traj.turns[-1].observation_span == (0, 0) \
+                and traj.turns[-1].action_span[1] == start:
+            traj.turns[-1].observation_span = (start, end)
+        seg.context.extend(new)
+
+    def _fork(self, ids: list[int], reason: str) -> Segment:
+        fork = None
+        parent = self.current
+        if parent is not None:
+            at = first_difference(parent.context, ids)
+            fork = Fork(segment=len(self.segments), parent=parent.index, at=at,
+                        parent_tokens=len(parent.context), request_tokens=len(ids),
+                        ledger_text=self._around(parent.context, at),
+                        request_text=self._around(ids, at), reason=reason)
+        traj = Trajectory(prompt_ids=list(ids), task_id=self.task_id)
+        seg = Segment(index=len(self.segments), trajectory=traj, fork=fork, context=array("q", ids))
+        if fork is not None:
+            traj.metadata["fork"] = fork.to_dict()
+        traj.metadata["segment"] = seg.index
+        self.segments.append(seg)
+        self.current = seg
+        return seg
+
+    def _around(self, ids: Sequence[int], at: int) -> str:
+        lo, hi = max(0, at - FORK_CONTEXT), min(len(ids), at + FORK_CONTEXT)
+        head = self.tokenizer.decode(list(ids[lo:at]), skip_special_tokens=False)
+        tail = self.tokenizer.decode(list(ids[at:hi]), skip_special_tokens=False)
+        return f"{head}⟦{tail}" if at < len(ids) else f"{head}⟦<end>"
+
+    def record(self, seg: Segment, ids: Sequence[int], logprobs: Sequence[float] | None,
+               tool_calls: list[dict[str, Any]] | None = None) -> Turn:
+        """Append a sampled completion (mask 1) to ``seg`` as a new turn."""
+        traj = seg.trajectory
+        span = traj.append(list(ids), policy=True,
+                           logprobs=list(logprobs) if logprobs is not None else None)
+        turn = Turn(index=len(traj.turns), action_span=span, tool_calls=tool_calls or [])
+        traj.turns.append(turn)
+        seg.context.extend(int(i) for i in ids)
+        seg.calls += 1
+        return turn
+
+    def trajectories(self) -> list[Trajectory]:
+        """The trainable segments: those holding at least one sampled token."""
+        return [s.trajectory for s in self.segments if s.trajectory.num_policy_tokens]
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

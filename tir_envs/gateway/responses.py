@@ -1,0 +1,2 @@
+async def handle(gw, episode, body, request):
+    raise NotImplementedError
