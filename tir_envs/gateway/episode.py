@@ -95,6 +95,8 @@ class Episode:
         self.overrides: dict[str, int] = {}
         self.conversation: list[Message] = []
         self.last: Parsed | None = None
+        #: Responses API: response id -> its conversation (for previous_response_id)
+        self.responses: dict[str, list[Message]] = {}
         self.opened = time.monotonic()
 
     async def complete(self, messages: list[Message], tools: list[dict] | None,
