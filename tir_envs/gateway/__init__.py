@@ -26,7 +26,7 @@ Public API::
     AgentSource(gateway, agent, *, concurrency=64, timeout_s=None)
         async for result in source.run(tasks): ...         # EpisodeResult, as each finishes
         await source.collect(tasks) -> list[EpisodeResult]
-        source.groups(tasks, group_size) -> async iterator of list[Trajectory] (GRPO groups)
+        await source.groups(tasks, samples_per_task) -> list[list[Trajectory]] (GRPO groups)
     agent: async def agent(task, base_url, api_key) -> answer | None
 
 Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the policy's final completion,
@@ -36,10 +36,19 @@ Routes: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` (``?beta=t
 CLI: ``tir-envs serve gateway`` (``tir_envs.gateway.cli``).
 """
 
-from tir_envs.gateway.episode import Completion, EpisodeResult
-from tir_envs.gateway.ledger import EpisodeLedger, Fork, Segment
-from tir_envs.gateway.server import Gateway
-from tir_envs.gateway.source import AgentSource
+from typing import Any
 
-__all__ = ["AgentSource", "Completion", "EpisodeLedger", "EpisodeResult", "Fork", "Gateway",
-           "Segment"]
+#: public name -> module; imported on first use (``tir-envs serve --help`` loads no server)
+_EXPORTS = {"AgentSource": "source", "Completion": "episode", "EpisodeLedger": "ledger",
+            "EpisodeResult": "episode", "Fork": "ledger", "Gateway": "server",
+            "Segment": "ledger"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tir_envs.gateway' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"tir_envs.gateway.{_EXPORTS[name]}"), name)

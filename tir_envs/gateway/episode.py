@@ -11,6 +11,7 @@ one episode are serialised: an episode is one conversation, its ledger one order
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -85,7 +86,8 @@ class Episode:
 
     def __init__(self, key: str, task: Any, engine: Engine, task_id: str = ""):
         self.key = key
-        self.key_id = key[:8]  # a public handle for logs and results, not the secret
+        #: a public handle for logs and results: a hash, so it reveals nothing of the key
+        self.key_id = hashlib.sha256(key.encode()).hexdigest()[:12]
         self.task = task
         self.engine = engine
         self.ledger = EpisodeLedger(engine.tokenizer, task_id)

@@ -42,7 +42,8 @@ class Gateway:
                  model: str = "tir-policy", aliases: tuple[str, ...] = (),
                  reward: Any = None, host: str = "127.0.0.1", port: int = 0,
                  max_body_bytes: int = MAX_BODY_BYTES,
-                 allowed_origins: tuple[str, ...] = (), render: Any = None):
+                 allowed_origins: tuple[str, ...] = (), render: Any = None,
+                 admin_token: str | None = None):
         from tir_envs.chat.registry import resolve_renderer
         from tir_envs.chat.served import serving_renderer
         from tir_envs.tokenizer import load_tokenizer
@@ -59,6 +60,10 @@ class Gateway:
         self.allowed_origins = frozenset(allowed_origins)
         self.episodes: dict[str, Episode] = {}
         self.ended: set[str] = set()
+        #: opens and finishes episodes over HTTP (``POST /gateway/episodes``, ``.../finish``)
+        #: for a gateway run as its own process; ``None``: the Python API only
+        self.admin_token = admin_token
+        self.on_finish: list[Any] = []
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -120,7 +125,27 @@ class Gateway:
         result = ep.result(reward, agent_answer, error)
         for traj in result.trajectories:
             self.reward.credit(traj, reward)
+        for hook in self.on_finish:
+            hook(result)
         return result
+
+    def _admin(self, request: web.Request) -> None:
+        given = request.headers.get("Authorization", "")[7:].strip()
+        if not secrets.compare_digest(given.encode(), (self.admin_token or "").encode()):
+            raise BadRequest("the gateway's admin token is required (Authorization: Bearer "
+                             "ADMIN_TOKEN, printed at start)", 401, "invalid_api_key")
+
+    async def _admin_open(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        body = await read_json(request, self.max_body_bytes) if request.can_read_body else {}
+        base_url, key = self.open_episode(body.get("task"), str(body.get("task_id") or ""))
+        return web.json_response({"base_url": base_url, "api_key": key})
+
+    async def _admin_finish(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        body = await read_json(request, self.max_body_bytes)
+        result = await self.finish(str(body.get("api_key") or ""), body.get("answer"))
+        return web.json_response(summary(result))
 
     # -- HTTP ---------------------------------------------------------------------
     def _routes(self, app: web.Application) -> None:
@@ -133,6 +158,9 @@ class Gateway:
             "/v1/messages": anthropic_messages.handle,
             "/v1/messages/count_tokens": anthropic_messages.count_tokens,
         }
+        if self.admin_token:
+            app.router.add_post("/gateway/episodes", self._admin_open)
+            app.router.add_post("/gateway/episodes/finish", self._admin_finish)
         for prefix in ("", "/e/{key}"):
             app.router.add_get(prefix + "/v1/models", self._models)
             for path, handler in posts.items():
@@ -167,6 +195,14 @@ class Gateway:
                                  f"{', '.join(self.models)}", 404, "model_not_found")
             return await handler(self, episode, body, request)
         return route
+
+
+def summary(result: EpisodeResult) -> dict[str, Any]:
+    """An episode's result as JSON (the trajectories in full)."""
+    return {"episode": result.key_id, "reward": result.reward, "calls": result.calls,
+            "breaks": result.breaks, "forks": [f.to_dict() for f in result.forks],
+            "overrides": result.overrides, "answer": result.answer, "error": result.error,
+            "trajectories": [t.to_dict() for t in result.trajectories]}
 
 
 def request_key(request: web.Request) -> str:

@@ -1,5 +1,6 @@
 """``tir-envs serve``: ``retrieval`` (a search index over HTTP), ``mcp`` (the project's tools as
-an MCP server), ``openenv`` (any registered env as an OpenEnv server)."""
+an MCP server), ``openenv`` (any registered env as an OpenEnv server), ``gateway`` (an OpenAI-
+and Anthropic-compatible server over a policy, for training black-box agents)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from tir_envs.tools.search import serve_cli as retrieval_cli
 def add_parser(subparsers) -> None:
     """The ``serve`` command; every server is imported only when it runs (``--help`` stays
     fast)."""
-    parser = subparsers.add_parser("serve", help="run a server (retrieval, mcp, openenv)")
+    parser = subparsers.add_parser("serve", help="run a server (retrieval, mcp, openenv, "
+                                                          "gateway)")
     sub = parser.add_subparsers(dest="serve_command", metavar="SERVER", required=True)
     retrieval = sub.add_parser("retrieval", help="serve a search index over HTTP "
                                                  "(POST /retrieve, GET /health)")
@@ -47,6 +49,11 @@ def add_parser(subparsers) -> None:
     oe.add_argument("--max-sessions", type=int, default=8,
                     help="concurrent WebSocket sessions (each its own env)")
     oe.set_defaults(func=run_openenv)
+
+    from tir_envs.gateway import cli as gateway_cli  # argparse only: no server imported
+    gateway_cli.add_arguments(sub.add_parser(
+        "gateway", help="an OpenAI/Anthropic-compatible gateway over a policy: agents' "
+                        "calls become token-exact ledgers (docs/gateway.md)"))
 
 
 def run_mcp(args: argparse.Namespace) -> int:
