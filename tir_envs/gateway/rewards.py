@@ -47,7 +47,8 @@ class HostReward:
         return float(value)
 
     def _graded(self, episode: Any) -> float:
-        text = episode.last.text if episode.last is not None else ""
+        # the visible answer: reasoning and call syntax removed (what the policy answered)
+        text = episode.last.content if episode.last is not None else ""
         segs = episode.ledger.trajectories()
         traj = segs[-1] if segs else None
         answer = self.reward.read_answer(episode.task, [text])
