@@ -16,7 +16,8 @@ import aiohttp
 import openai
 import pytest
 
-from tests.gateway_helpers import ANSWER, ToolLoopPolicy, check_ledger, tool_add
+from tests.gateway_agents import TOOLS, chat_agent
+from tests.gateway_helpers import ANSWER, ToolLoopPolicy, check_ledger
 from tir_envs.chat import resolve_renderer
 from tir_envs.codec import Codec
 from tir_envs.gateway import AgentSource, Gateway
@@ -24,63 +25,12 @@ from tir_envs.rollout.policy import SamplingParams
 from tir_envs.task import Task
 from tir_envs.tokenizer import family_tokenizer
 
-TOOLS = [{"type": "function", "function": {
-    "name": "add", "description": "Add two integers.",
-    "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
-                                                    "b": {"type": "integer"}},
-                   "required": ["a", "b"]}}}]
-
-
 def make(family: str = "qwen3", thinking: str | None = "on", calls: int = 2, **kw):
     tok = family_tokenizer(family)
     renderer = resolve_renderer(tok, Codec(tok), family, thinking)
     policy = ToolLoopPolicy(tok, renderer, calls=calls)
     return Gateway(policy, tokenizer=tok, renderer=renderer,
                    sampling=SamplingParams(max_tokens=256, temperature=1.0), **kw), policy
-
-
-async def chat_agent(base_url: str, key: str, *, stream: bool = False,
-                     keep_reasoning: bool = True, question: str = "Add things.") -> str:
-    """A tool loop written with the openai SDK, as an agent author writes one."""
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
-    messages: list[dict] = [{"role": "user", "content": question}]
-    for _ in range(6):
-        kwargs = dict(model="tir-policy", messages=messages, tools=TOOLS, temperature=0.2)
-        if stream:
-            msg = await _streamed(client, kwargs)
-        else:
-            msg = (await client.chat.completions.create(**kwargs)).choices[0].message
-            msg = msg.model_dump(exclude_none=True)
-        if not keep_reasoning:
-            msg.pop("reasoning_content", None)
-        messages.append(msg)
-        if not msg.get("tool_calls"):
-            return msg["content"]
-        for call in msg["tool_calls"]:
-            args = json.loads(call["function"]["arguments"])
-            messages.append({"role": "tool", "tool_call_id": call["id"],
-                             "content": tool_add(**args)})
-    raise AssertionError("the agent never answered")
-
-
-async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> dict:
-    content, reasoning, calls = "", "", {}
-    async for chunk in await client.chat.completions.create(stream=True, **kwargs):
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        reasoning += getattr(delta, "reasoning_content", None) or ""
-        for tc in delta.tool_calls or []:
-            slot = calls.setdefault(tc.index, {"id": "", "type": "function",
-                                               "function": {"name": "", "arguments": ""}})
-            slot["id"] += tc.id or ""
-            slot["function"]["name"] += tc.function.name or ""
-            slot["function"]["arguments"] += tc.function.arguments or ""
-    msg: dict = {"role": "assistant", "content": content}
-    if reasoning:
-        msg["reasoning_content"] = reasoning
-    if calls:
-        msg["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return msg
 
 
 def test_openai_tool_loop_is_token_exact_json_and_streaming():
