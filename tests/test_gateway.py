@@ -173,6 +173,66 @@ def test_bad_input_is_a_clear_error_and_others_are_unaffected():
     asyncio.run(main())
 
 
+def test_what_the_cli_harnesses_send():
+    """Codex: Responses, streamed, developer prompt, a namespace tool and a hosted one, the
+    reasoning replayed only as ``encrypted_content``; Claude Code: a system entry inside
+    ``messages``, ``?beta=true``, ``x-api-key``.  (Shapes from the clients' measured traffic.)"""
+    async def main():
+        gw, policy = make("qwen3", "on", calls=1)
+        async with gw:
+            _, key = gw.open_episode()
+            async with aiohttp.ClientSession() as http:
+                tools = [{"type": "namespace", "name": "fs", "tools": [
+                    {"type": "function", "name": "add", "description": "Add.",
+                     "parameters": {"type": "object", "properties": {}}}]},
+                         {"type": "web_search"}]
+                items = [{"type": "message", "role": "developer",
+                          "content": [{"type": "input_text", "text": "Be brief."}]},
+                         {"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "Add."}]}]
+                auth = {"Authorization": f"Bearer {key}"}
+                for _ in range(2):
+                    body = {"model": "tir-policy", "input": items, "tools": tools,
+                            "stream": True, "store": False,
+                            "include": ["reasoning.encrypted_content"]}
+                    async with http.post(gw.url + "/v1/responses", json=body,
+                                         headers=auth) as r:
+                        events = [json.loads(line[6:]) for line in
+                                  (await r.text()).splitlines() if line.startswith("data: ")]
+                    output = events[-1]["response"]["output"]
+                    for item in output:
+                        if item["type"] == "reasoning":  # only the opaque handle comes back
+                            item = {"type": "reasoning", "id": item["id"], "summary": [],
+                                    "encrypted_content": item["encrypted_content"]}
+                        items.append(item)
+                    calls = [o for o in output if o["type"] == "function_call"]
+                    items += [{"type": "function_call_output", "call_id": c["call_id"],
+                               "output": "tool-said-1"} for c in calls]
+                assert [e["type"] for e in events][:2] == ["response.created",
+                                                           "response.in_progress"]
+                assert output[-1]["content"][0]["text"] == ANSWER
+                codex = await gw.finish(key)
+                _, key = gw.open_episode()
+                body = {"model": "tir-policy", "max_tokens": 64, "stream": True,
+                        "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": [
+                                         {"type": "text", "text": "Add.",
+                                          "cache_control": {"type": "ephemeral"}}]}]}
+                async with http.post(gw.url + "/v1/messages?beta=true", json=body,
+                                     headers={"x-api-key": key}) as r:
+                    lines = (await r.text()).splitlines()
+                kinds = [line[7:] for line in lines if line.startswith("event: ")]
+                deltas = [json.loads(line[6:])["delta"]["type"] for line in lines
+                          if line.startswith("data: ") and '"content_block_delta"' in line]
+        assert codex.breaks == 0 and codex.calls == 2
+        assert codex.overrides["hosted_tool:web_search"] == 2
+        assert "# Tools" in gw.engine.decode(policy.seen[0])  # the namespace's function
+        assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+        assert deltas[:2] == ["thinking_delta", "signature_delta"]
+        assert "input_json_delta" in deltas
+    asyncio.run(main())
+
+
 def test_agent_source_groups_and_failures():
     async def agent(task, base_url, api_key):
         if task.id == "boom":
