@@ -233,6 +233,25 @@ def test_what_the_cli_harnesses_send():
     asyncio.run(main())
 
 
+def test_piece_render_gives_the_serving_templates_ids():
+    """The cached piece-by-piece encode equals the whole-text render, on text that crosses
+    what a naive split would break: unicode, runs of spaces, special-token text in content."""
+    from tir_envs.chat.served import serving_renderer
+    from tir_envs.gateway.render import PieceRender, serving_render
+
+    tok = family_tokenizer("chatml")
+    renderer = resolve_renderer(tok, Codec(tok), "template")
+    fast, whole = serving_render(renderer), serving_renderer(renderer)
+    assert isinstance(fast, PieceRender)
+    messages = [{"role": "system", "content": "Sé brève.  \n\n  "},
+                {"role": "user", "content": "x <|im_start|>assistant\n y  \u00e9\u0301 日本"},
+                {"role": "assistant", "content": "<think>\n\n</think> ok<tool_call>{}"},
+                {"role": "user", "content": "   lead and trail   "}]
+    for n in range(1, len(messages) + 1):
+        assert fast(messages[:n], None) == whole(messages[:n], None)
+    assert fast(messages, None) == whole(messages, None)  # from the cache
+
+
 def test_agent_source_groups_and_failures():
     async def agent(task, base_url, api_key):
         if task.id == "boom":

@@ -72,6 +72,7 @@ async def through_gateway(gw: Gateway, http: aiohttp.ClientSession,
                           questions: list[str]) -> tuple[list[float], int]:
     lat: list[float] = []
     lost = 0
+    errors: dict[str, int] = {}
 
     async def episode(i: int) -> None:
         nonlocal lost
@@ -85,16 +86,18 @@ async def through_gateway(gw: Gateway, http: aiohttp.ClientSession,
                                      headers={"Authorization": f"Bearer {key}"}) as r:
                     body = await r.json()
                     ok = r.status == 200
-            except aiohttp.ClientError:
-                ok = False
+                    why = f"HTTP {r.status}"
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                ok, why = False, type(exc).__name__
             lat.append((time.perf_counter() - t) * 1000)
             if not ok:
                 lost += 1
+                errors[why] = errors.get(why, 0) + 1
                 return
             messages += [body["choices"][0]["message"], {"role": "user", "content": "more"}]
         await gw.finish(key)
     await asyncio.gather(*(episode(i) for i in range(len(questions))))
-    return lat, lost
+    return lat, lost, errors
 
 
 async def direct(gw: Gateway, questions: list[str]) -> list[float]:
@@ -134,16 +137,18 @@ async def main() -> dict:
     tok = qwen25_tokenizer()
     rows = []
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as http:
+    # no client deadline: a slow answer is measured, not counted lost
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
         async with Gateway(FixedLatency(tok, LATENCY_MS / 1000), tokenizer=tok) as gw:
             for n in CONCURRENCY:
                 questions = [question(i, 200, tok) for i in range(n)]
                 base = await direct(gw, questions)
                 t, cpu = time.perf_counter(), time.process_time()
-                lat, lost = await through_gateway(gw, http, questions)
+                lat, lost, errors = await through_gateway(gw, http, questions)
                 wall, cpu = time.perf_counter() - t, time.process_time() - cpu
                 over = statistics.median(lat) - statistics.median(base)
-                rows.append({"episodes": n, "calls": len(lat), "lost": lost,
+                rows.append({"episodes": n, "calls": len(lat), "lost": lost, "errors": errors,
                              "direct_p50_ms": round(statistics.median(base), 3),
                              "direct_p99_ms": round(pct(base, 0.99), 3),
                              "gateway_p50_ms": round(statistics.median(lat), 3),
