@@ -30,7 +30,7 @@ $(VENV)/.core: pyproject.toml
 
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,search,dense,train,e2b,ray,mcp,openenv,chat]"
+	$(PIP) -e ".[dev,search,dense,train,e2b,ray,mcp,openenv,chat,gateway]"
 	# pyserini only for its Anserini (Lucene) jar; its declared deps are neural-encoder
 	# stacks the BM25 path never imports (docs/search.md explains).
 	$(PIP) --no-deps pyserini==1.6.0

@@ -16,7 +16,8 @@ import aiohttp
 import openai
 import pytest
 
-from tests.gateway_helpers import ANSWER, ToolLoopPolicy, check_ledger, tool_add
+from tests.gateway_agents import TOOLS, chat_agent
+from tests.gateway_helpers import ANSWER, ToolLoopPolicy, check_ledger
 from tir_envs.chat import resolve_renderer
 from tir_envs.codec import Codec
 from tir_envs.gateway import AgentSource, Gateway
@@ -24,63 +25,12 @@ from tir_envs.rollout.policy import SamplingParams
 from tir_envs.task import Task
 from tir_envs.tokenizer import family_tokenizer
 
-TOOLS = [{"type": "function", "function": {
-    "name": "add", "description": "Add two integers.",
-    "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
-                                                    "b": {"type": "integer"}},
-                   "required": ["a", "b"]}}}]
-
-
 def make(family: str = "qwen3", thinking: str | None = "on", calls: int = 2, **kw):
     tok = family_tokenizer(family)
     renderer = resolve_renderer(tok, Codec(tok), family, thinking)
     policy = ToolLoopPolicy(tok, renderer, calls=calls)
     return Gateway(policy, tokenizer=tok, renderer=renderer,
                    sampling=SamplingParams(max_tokens=256, temperature=1.0), **kw), policy
-
-
-async def chat_agent(base_url: str, key: str, *, stream: bool = False,
-                     keep_reasoning: bool = True, question: str = "Add things.") -> str:
-    """A tool loop written with the openai SDK, as an agent author writes one."""
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
-    messages: list[dict] = [{"role": "user", "content": question}]
-    for _ in range(6):
-        kwargs = dict(model="tir-policy", messages=messages, tools=TOOLS, temperature=0.2)
-        if stream:
-            msg = await _streamed(client, kwargs)
-        else:
-            msg = (await client.chat.completions.create(**kwargs)).choices[0].message
-            msg = msg.model_dump(exclude_none=True)
-        if not keep_reasoning:
-            msg.pop("reasoning_content", None)
-        messages.append(msg)
-        if not msg.get("tool_calls"):
-            return msg["content"]
-        for call in msg["tool_calls"]:
-            args = json.loads(call["function"]["arguments"])
-            messages.append({"role": "tool", "tool_call_id": call["id"],
-                             "content": tool_add(**args)})
-    raise AssertionError("the agent never answered")
-
-
-async def _streamed(client: openai.AsyncOpenAI, kwargs: dict) -> dict:
-    content, reasoning, calls = "", "", {}
-    async for chunk in await client.chat.completions.create(stream=True, **kwargs):
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        reasoning += getattr(delta, "reasoning_content", None) or ""
-        for tc in delta.tool_calls or []:
-            slot = calls.setdefault(tc.index, {"id": "", "type": "function",
-                                               "function": {"name": "", "arguments": ""}})
-            slot["id"] += tc.id or ""
-            slot["function"]["name"] += tc.function.name or ""
-            slot["function"]["arguments"] += tc.function.arguments or ""
-    msg: dict = {"role": "assistant", "content": content}
-    if reasoning:
-        msg["reasoning_content"] = reasoning
-    if calls:
-        msg["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return msg
 
 
 def test_openai_tool_loop_is_token_exact_json_and_streaming():
@@ -221,6 +171,85 @@ def test_bad_input_is_a_clear_error_and_others_are_unaffected():
             other = await gw.finish(good_key)
             assert other.breaks == 0 and other.calls == 3
     asyncio.run(main())
+
+
+def test_what_the_cli_harnesses_send():
+    """Codex: Responses, streamed, developer prompt, a namespace tool and a hosted one, the
+    reasoning replayed only as ``encrypted_content``; Claude Code: a system entry inside
+    ``messages``, ``?beta=true``, ``x-api-key``.  (Shapes from the clients' measured traffic.)"""
+    async def main():
+        gw, policy = make("qwen3", "on", calls=1)
+        async with gw:
+            _, key = gw.open_episode()
+            async with aiohttp.ClientSession() as http:
+                tools = [{"type": "namespace", "name": "fs", "tools": [
+                    {"type": "function", "name": "add", "description": "Add.",
+                     "parameters": {"type": "object", "properties": {}}}]},
+                         {"type": "web_search"}]
+                items = [{"type": "message", "role": "developer",
+                          "content": [{"type": "input_text", "text": "Be brief."}]},
+                         {"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "Add."}]}]
+                auth = {"Authorization": f"Bearer {key}"}
+                for _ in range(2):
+                    body = {"model": "tir-policy", "input": items, "tools": tools,
+                            "stream": True, "store": False,
+                            "include": ["reasoning.encrypted_content"]}
+                    async with http.post(gw.url + "/v1/responses", json=body,
+                                         headers=auth) as r:
+                        events = [json.loads(line[6:]) for line in
+                                  (await r.text()).splitlines() if line.startswith("data: ")]
+                    output = events[-1]["response"]["output"]
+                    for item in output:
+                        if item["type"] == "reasoning":  # only the opaque handle comes back
+                            item = {"type": "reasoning", "id": item["id"], "summary": [],
+                                    "encrypted_content": item["encrypted_content"]}
+                        items.append(item)
+                    calls = [o for o in output if o["type"] == "function_call"]
+                    items += [{"type": "function_call_output", "call_id": c["call_id"],
+                               "output": "tool-said-1"} for c in calls]
+                assert [e["type"] for e in events][:2] == ["response.created",
+                                                           "response.in_progress"]
+                assert output[-1]["content"][0]["text"] == ANSWER
+                codex = await gw.finish(key)
+                _, key = gw.open_episode()
+                body = {"model": "tir-policy", "max_tokens": 64, "stream": True,
+                        "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": [
+                                         {"type": "text", "text": "Add.",
+                                          "cache_control": {"type": "ephemeral"}}]}]}
+                async with http.post(gw.url + "/v1/messages?beta=true", json=body,
+                                     headers={"x-api-key": key}) as r:
+                    lines = (await r.text()).splitlines()
+                kinds = [line[7:] for line in lines if line.startswith("event: ")]
+                deltas = [json.loads(line[6:])["delta"]["type"] for line in lines
+                          if line.startswith("data: ") and '"content_block_delta"' in line]
+        assert codex.breaks == 0 and codex.calls == 2
+        assert codex.overrides["hosted_tool:web_search"] == 2
+        assert "# Tools" in gw.engine.decode(policy.seen[0])  # the namespace's function
+        assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+        assert deltas[:2] == ["thinking_delta", "signature_delta"]
+        assert "input_json_delta" in deltas
+    asyncio.run(main())
+
+
+def test_piece_render_gives_the_serving_templates_ids():
+    """The cached piece-by-piece encode equals the whole-text render, on text that crosses
+    what a naive split would break: unicode, runs of spaces, special-token text in content."""
+    from tir_envs.chat.served import serving_renderer
+    from tir_envs.gateway.render import PieceRender, serving_render
+
+    tok = family_tokenizer("chatml")
+    renderer = resolve_renderer(tok, Codec(tok), "template")
+    fast, whole = serving_render(renderer), serving_renderer(renderer)
+    assert isinstance(fast, PieceRender)
+    messages = [{"role": "system", "content": "Sé brève.  \n\n  "},
+                {"role": "user", "content": "x <|im_start|>assistant\n y  \u00e9\u0301 日本"},
+                {"role": "assistant", "content": "<think>\n\n</think> ok<tool_call>{}"},
+                {"role": "user", "content": "   lead and trail   "}]
+    for n in range(1, len(messages) + 1):
+        assert fast(messages[:n], None) == whole(messages[:n], None)
+    assert fast(messages, None) == whole(messages, None)  # from the cache
 
 
 def test_agent_source_groups_and_failures():

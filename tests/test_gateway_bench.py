@@ -32,7 +32,7 @@ def test_an_agent_is_benchmarked_through_the_gateway_with_the_suites_metrics(tmp
     tasks, script = _files(tmp_path)
     out = tmp_path / "run"
     argv = ["--tasks", str(tasks), "--policy", f"scripted:{script}", "--agent",
-            "tests.gateway_agents:chat_answer_agent", "-k", "2", "--out", str(out)]
+            "tests.gateway_bench_agents:chat_answer_agent", "-k", "2", "--out", str(out)]
     code, printed, err = _bench(capsys, *argv)
     assert code == 0, err
     (name,) = [n for n in printed["accuracy_pct"] if n != "avg"]
@@ -48,7 +48,7 @@ def test_an_agent_is_benchmarked_through_the_gateway_with_the_suites_metrics(tmp
         assert r["answer"] == "5" and r["correct"] == (r["gold"] == "5")
     summary = json.loads((out / "summary.json").read_text())
     assert json.loads((out / "run.json").read_text())["agent"] == \
-        "tests.gateway_agents:chat_answer_agent"
+        "tests.gateway_bench_agents:chat_answer_agent"
     assert summary  # the harness's report was written
     # a rerun resumes: nothing left to run, same figures
     code, again, _ = _bench(capsys, *argv)
@@ -59,10 +59,10 @@ def test_an_agent_is_benchmarked_through_the_gateway_with_the_suites_metrics(tmp
 def test_a_crashing_agent_fails_its_samples_and_a_bad_spec_is_refused(tmp_path, capsys):
     tasks, script = _files(tmp_path)
     code, _, err = _bench(capsys, "--tasks", str(tasks), "--policy", f"scripted:{script}",
-                          "--agent", "tests.gateway_agents:crashing_agent", "--out",
+                          "--agent", "tests.gateway_bench_agents:crashing_agent", "--out",
                           str(tmp_path / "c"))
     assert code == 1 and "all 3 samples" in err and "the agent's own bug" in err
     code, _, err = _bench(capsys, "--tasks", str(tasks), "--policy", f"scripted:{script}",
-                          "--agent", "tests.gateway_agents", "--out", str(tmp_path / "d"))
+                          "--agent", "tests.gateway_bench_agents", "--out", str(tmp_path / "d"))
     assert code == 1 and "--agent must be module:function" in err
     assert not (tmp_path / "d").exists()

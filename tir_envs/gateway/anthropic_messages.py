@@ -13,9 +13,6 @@ with Anthropic's event types: ``message_start``, ``content_block_start``/``_delt
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import secrets
 from typing import Any
@@ -26,19 +23,9 @@ from tir_envs.gateway import sse
 from tir_envs.gateway.conversation import BadRequest, Message, arguments_object, \
     function_tool, text_of
 from tir_envs.gateway.episode import Completion
+from tir_envs.gateway.handles import sign, signed
 
-#: the signing secret of this process's gateways (thinking signatures never leave a run)
-_SECRET = secrets.token_bytes(32)
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
-
-
-def sign(thinking: str) -> str:
-    mac = hmac.new(_SECRET, thinking.encode(), hashlib.sha256).digest()
-    return "tir-" + base64.urlsafe_b64encode(mac).decode().rstrip("=")
-
-
-def signed(thinking: str, signature: Any) -> bool:
-    return isinstance(signature, str) and hmac.compare_digest(signature, sign(thinking))
 
 
 def messages_of(body: dict[str, Any]) -> tuple[list[Message], int]:
@@ -53,9 +40,12 @@ def messages_of(body: dict[str, Any]) -> tuple[list[Message], int]:
     unsigned = 0
     for i, m in enumerate(raw):
         where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
             raise BadRequest(f"{where}: role must be user or assistant")
         content = m.get("content")
+        if m["role"] == "system":  # Claude Code puts one inside messages
+            out.append({"role": "system", "content": text_of(content, where)})
+            continue
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             raise BadRequest(f"{where}: content must be a string or a list of blocks")

@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from tir_envs.gateway import sse
+from tir_envs.gateway.handles import opened, sealed
 from tir_envs.gateway.conversation import BadRequest, Message, arguments_object, \
     function_tool, text_of
 from tir_envs.gateway.episode import Completion
@@ -93,26 +94,40 @@ def _fold(items: list, out: list[Message]) -> list[Message]:
 
 
 def _reasoning(item: dict) -> str:
+    """The reasoning text of a replayed item: its content, its summary, or the text our own
+    ``encrypted_content`` handle carries (Codex replays only that)."""
     parts = item.get("content") or item.get("summary") or []
-    return "".join(p.get("text") or "" for p in parts if isinstance(p, dict))
+    text = "".join(p.get("text") or "" for p in parts if isinstance(p, dict))
+    return text or opened(item.get("encrypted_content")) or ""
 
 
-def tools_of(body: dict[str, Any]) -> list[dict] | None:
+def tools_of(body: dict[str, Any], hosted: list[str]) -> list[dict] | None:
+    """Function tools (a ``namespace`` tool's functions flattened); hosted tools
+    (``web_search`` ...) run on a vendor's servers, so they are left out and named in
+    ``hosted``."""
     out = []
     for i, t in enumerate(body.get("tools") or []):
-        if not isinstance(t, dict) or t.get("type") != "function":
-            kind = t.get("type") if isinstance(t, dict) else type(t).__name__
-            raise BadRequest(f"tools[{i}]: only function tools are supported (got {kind!r}): "
-                             "hosted tools run on OpenAI's servers, not here")
-        out.append(function_tool(t.get("name"), t.get("description"), t.get("parameters"),
-                                 f"tools[{i}]"))
+        if not isinstance(t, dict):
+            raise BadRequest(f"tools[{i}]: a tool must be an object")
+        if t.get("type") == "function":
+            out.append(function_tool(t.get("name"), t.get("description"),
+                                     t.get("parameters"), f"tools[{i}]"))
+        elif isinstance(t.get("tools"), list):
+            out += tools_of({"tools": t["tools"]}, hosted) or []
+        else:
+            hosted.append(str(t.get("type")))
     return out or None
 
 
 async def handle(gw: Any, episode: Any, body: dict, request: web.Request) -> web.StreamResponse:
     history = episode.responses
     messages = messages_of(body, history)
-    done = await episode.complete(messages, tools_of(body), body)
+    hosted: list[str] = []
+    tools = tools_of(body, hosted)
+    for kind in hosted:
+        episode.overrides[f"hosted_tool:{kind}"] = episode.overrides.get(
+            f"hosted_tool:{kind}", 0) + 1
+    done = await episode.complete(messages, tools, body)
     rid = "resp_" + secrets.token_hex(12)
     history[rid] = episode.conversation
     while len(history) > KEEP_RESPONSES:
@@ -129,7 +144,8 @@ def items(done: Completion) -> list[dict[str, Any]]:
     if p.reasoning is not None:
         out.append({"type": "reasoning", "id": "rs_" + secrets.token_hex(8),
                     "summary": [{"type": "summary_text", "text": p.reasoning}],
-                    "content": [{"type": "reasoning_text", "text": p.reasoning}]})
+                    "content": [{"type": "reasoning_text", "text": p.reasoning}],
+                    "encrypted_content": sealed(p.reasoning)})
     if p.content or not p.tool_calls:
         out.append({"type": "message", "id": "msg_" + secrets.token_hex(8),
                     "role": "assistant", "status": "completed",

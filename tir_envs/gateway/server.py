@@ -45,13 +45,13 @@ class Gateway:
                  allowed_origins: tuple[str, ...] = (), render: Any = None,
                  admin_token: str | None = None):
         from tir_envs.chat.registry import resolve_renderer
-        from tir_envs.chat.served import serving_renderer
+        from tir_envs.gateway.render import serving_render
         from tir_envs.tokenizer import load_tokenizer
 
         tok = load_tokenizer(tokenizer if tokenizer is not None
                              else getattr(policy, "tokenizer", None))
         chat = resolve_renderer(tok, Codec(tok), renderer, thinking)
-        self.engine = Engine(policy, chat, render or serving_renderer(chat),
+        self.engine = Engine(policy, chat, render or serving_render(chat),
                              sampling_for(sampling or SamplingParams(), chat), tok)
         self.models = (model, *aliases)
         self.reward = HostReward(reward)
