@@ -93,6 +93,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="chat envs: give the model each turn's conversation re-rendered by its "
                         "family's chat template, as a server would (earlier reasoning dropped "
                         "where the template drops it), and report the drift from the ledger")
+    p.add_argument("--agent", metavar="MODULE:FN",
+                   help="benchmark an agent program: async def FN(task, base_url, api_key), run "
+                        "through the gateway over --policy for every sample (docs/gateway.md)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_import_flag(p)
     p.set_defaults(func=run_command)
@@ -176,7 +179,7 @@ def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
 #: the settings a ``--preset`` leaves to the command line (it fixes the suites and sampling)
 PRESET_FREE = ("top_k", "seed", "max_tokens", "use_tools", "limit", "tokenizer", "model",
                "api_key", "env_kwargs", "concurrency", "episode_timeout_s", "progress",
-               "engine_args", "seeds", "by", "ray", "as_served")
+               "engine_args", "seeds", "by", "ray", "as_served", "agent")
 
 
 def _run(names: list[str], args: argparse.Namespace) -> dict:

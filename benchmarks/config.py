@@ -71,6 +71,8 @@ class RunConfig:
     preset: str | None = None
     imports: Sequence[str] = ()
     as_served: bool = False
+    #: an agent program run through the gateway per sample (``module:fn`` or the function)
+    agent: Any = None
 
     def __post_init__(self) -> None:
         suites = self.suites
@@ -119,6 +121,9 @@ class RunConfig:
             out["imports"] = list(self.imports)
         if self.as_served:  # absent without --as-served, likewise; it changes what is measured
             out["as_served"] = True
+        if self.agent is not None:  # absent without --agent, likewise
+            from benchmarks.agent_episodes import agent_name
+            out["agent"] = agent_name(self.agent)
         if custom:  # the task files' pins: a changed file is refused on resume
             out["custom"] = dict(custom)
         return out

@@ -69,9 +69,16 @@ class LocalEpisodes:
                 await closer()
 
 
-def executor(config: RunConfig, policy: Any, record: dict[str, Any]) -> Episodes:
-    """The executor ``config`` asks for: on Ray when ``config.ray`` is set (the policy is then
-    rebuilt on every worker from its spec), else in this process with ``policy``."""
+def executor(config: RunConfig, policy: Any, record: dict[str, Any],
+             tokenizer: Any = None) -> Episodes:
+    """The executor ``config`` asks for: an agent program through the gateway when
+    ``config.agent`` is set (``benchmarks.agent_episodes``); on Ray when ``config.ray`` is set
+    (the policy is then rebuilt on every worker from its spec); else in this process with
+    ``policy``."""
+    if config.agent is not None:
+        from benchmarks.agent_episodes import AgentEpisodes
+        return AgentEpisodes(config.agent, policy, tokenizer, config.concurrency,
+                             config.episode_timeout_s)
     if config.ray:
         from benchmarks.ray_episodes import RayEpisodes
         return RayEpisodes.connect(config, record)

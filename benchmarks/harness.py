@@ -109,6 +109,9 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
         those of a local run.
       preset: the paper whose table this run is (``benchmarks.presets``); the settings must
         be the preset's (``run_preset`` fills them in).  The report states it.
+      agent: an agent program (``module:fn`` or the function: ``async def agent(task,
+        base_url, api_key)``) run through a gateway over the policy for every sample, graded
+        by the suite env's reward on the policy's final answer (``benchmarks.agent_episodes``).
       imports: modules to import first, each registering one's own env ids with
         ``gymnasium.register`` (``--import``; the working directory is on the path).
 
@@ -150,6 +153,12 @@ def _run(config: RunConfig) -> dict[str, Any]:
     check_positive_int(seeds=config.seeds, hint="independent replicates of the k samples")
     check_fields(chosen, config.by)
     check_policy(config.policy, config.model, config.engine_args)
+    if config.agent is not None:
+        from benchmarks.agent_episodes import load_agent
+        load_agent(config.agent)
+        if config.ray or config.as_served:
+            raise ValueError("agent= runs through the gateway in this process: drop ray= and "
+                             "as_served= (the gateway always serves the model's template)")
     if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
@@ -183,7 +192,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
                                                        config.protocol, config.engine_args)
-        episodes = executor(config, policy_obj, record)
+        episodes = executor(config, policy_obj, record, tok)
         store = RunStore(out, record)
         try:
             for suite, kwargs in zip(chosen, suite_kwargs):
