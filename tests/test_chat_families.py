@@ -119,12 +119,12 @@ class TemplateRef:
         glue = full[end:]
         if said.endswith(eos) and glue.startswith(eos):
             glue = glue[len(eos):]
-        # the contract: tool output is encoded on its own, added tokens split (Codec's
-        # encode_untrusted); the template's own text around it is encoded as text
+        # the template's text encoded whole, as a server encodes it (the tool outputs here
+        # spell no added token, so the untrusted encoding changes nothing)
         body = "".join(m["content"] for m in messages)
-        i = glue.index(body)
-        enc = lambda text: self.tok.encode(text, add_special_tokens=False)  # noqa: E731
-        return enc(glue[:i]) + Codec(self.tok).encode_untrusted(body) + enc(glue[i + len(body):])
+        assert body in glue and Codec(self.tok).encode_untrusted(body) == \
+            self.tok.encode(body, add_special_tokens=False)
+        return self.tok.encode(glue, add_special_tokens=False)
 
 
 REFS = {"chatml": TemplateRef, "mistral": MistralRef}

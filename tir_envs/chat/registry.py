@@ -36,6 +36,8 @@ def detect_family(tokenizer: Any) -> str | None:
         return "mistral"
     # the markers are added tokens: the added vocabulary is small (get_vocab builds 150k keys)
     vocab = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+    if "[INST]" in vocab and "[TOOL_CALLS]" in vocab:  # a Mistral loaded from tokenizer.json
+        return "mistral"
     if "<|observation|>" in vocab and "[gMASK]" in vocab:
         return "glm-4.5"
     if "<|start_header_id|>" in vocab and "<|eot_id|>" in vocab:
