@@ -7,12 +7,16 @@ developer message with the protocol's system text as ``# Instructions`` and the 
 o200k with the harmony specials (``tir_envs.bpe_ranks``: quicktok's ranks, offline).
 
 A sampled turn is harmony messages: ``<|channel|>analysis<|message|>…<|end|>`` (reasoning:
-never graded, never run), ``<|start|>assistant<|channel|>commentary to=functions.NAME
-<|constrain|>json<|message|>{…}<|call|>`` (a call), ``<|channel|>final<|message|>…<|return|>``
+never graded, never run), ``<|start|>assistant to=functions.NAME<|channel|>commentary
+<|constrain|>json<|message|>{…}<|call|>`` (a call; the recipient may also follow the channel,
+as gpt-oss often samples it), ``<|channel|>final<|message|>…<|return|>``
 (the answer).  Generation stops at ``<|call|>`` and ``<|return|>``; a turn cut before either
 gets ``<|end|>`` as env tokens.  A tool result is ``<|start|>functions.NAME to=assistant
 <|channel|>commentary<|message|>…<|end|>``, then ``<|start|>assistant``: written here and
-checked against openai-harmony's render in ``tests/test_chat_harmony.py``.  Earlier analysis
+checked against openai-harmony's render in ``tests/test_chat_harmony.py``.  The tool output
+is written as text, as openai-harmony renders it; the gpt-oss Jinja template JSON-quotes it
+(``message.content|tojson``): the two references disagree there, and the env follows the
+harmony library (what vLLM and the model's own tooling use).  Earlier analysis
 is kept in the ledger (harmony's renderer drops it once a final answer follows; an episode
 adds no turn after one).
 """
@@ -129,7 +133,7 @@ class HarmonyRenderer(ChatRenderer):
     def render_calls(self, calls: list[tuple[str, dict]]) -> str:
         out = f"<|channel|>analysis<|message|>I call {calls[0][0]}.{END}"
         for name, args in calls:
-            out += (f"<|start|>assistant<|channel|>commentary to=functions.{name} "
+            out += (f"<|start|>assistant to=functions.{name}<|channel|>commentary "
                     f"<|constrain|>json<|message|>{json.dumps(args, ensure_ascii=False)}{CALL}")
             break  # one call per turn: the turn ends at <|call|>
         return out
