@@ -32,6 +32,8 @@ O200K_PATTERN = "|".join([
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"\p{N}{1,3}", r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+"])
 
+#: the version of what ``tokenizer_json`` builds (part of the cache key)
+BUILD = 2
 #: name -> (rank file, specials file, pattern, eos, name_or_path)
 ENCODINGS: dict[str, tuple[str, str, str, str, str]] = {
     "llama-3": ("llama3", "llama3", LLAMA3_PATTERN, "<|eot_id|>", "quicktok/llama3"),
@@ -77,6 +79,16 @@ def read_specials(path: Path) -> dict[int, str]:
     return out
 
 
+def llama31_specials(count: int = 256, base: int = 128000) -> dict[int, str]:
+    """Llama 3.1's names of its 256 specials (quicktok ships 3.0's: the same ids, with
+    ``<|eom_id|>``, ``<|python_tag|>`` and ``<|finetune_right_pad_id|>`` still reserved)."""
+    named = {0: "<|begin_of_text|>", 1: "<|end_of_text|>", 2: "<|reserved_special_token_0|>",
+             3: "<|reserved_special_token_1|>", 4: "<|finetune_right_pad_id|>",
+             5: "<|reserved_special_token_2|>", 6: "<|start_header_id|>",
+             7: "<|end_header_id|>", 8: "<|eom_id|>", 9: "<|eot_id|>", 10: "<|python_tag|>"}
+    return {base + k: named.get(k, f"<|reserved_special_token_{k - 8}|>") for k in range(count)}
+
+
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte-level alphabet (the one ``tokenizers``' ByteLevel uses)."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
@@ -116,11 +128,13 @@ def tokenizer_json(name: str) -> str:
     digest = hashlib.sha256(rank_path.read_bytes() + (data / f"{specials_file}.special")
                             .read_bytes()).hexdigest()[:16]
     cache = Path(os.environ.get("TIR_ENVS_CACHE", Path.home() / ".cache" / "tir_envs"))
-    path = cache / f"{name}-{digest}.tokenizer.json"
+    path = cache / f"{name}-{digest}-{BUILD}.tokenizer.json"
     if path.is_file():
         return path.read_text()
-    text = _build(read_ranks(rank_path), read_specials(data / f"{specials_file}.special"),
-                  pattern)
+    specials = read_specials(data / f"{specials_file}.special")
+    if name == "llama-3":
+        specials = llama31_specials(len(specials), min(specials))
+    text = _build(read_ranks(rank_path), specials, pattern)
     try:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
