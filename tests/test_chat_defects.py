@@ -243,3 +243,17 @@ def test_rite_format_reward_is_clean_on_a_clean_episode(family):
         assert traj.reward_components["format"] == 1.0, traj.metadata
     finally:
         env.close()
+
+
+def test_read_completion_is_the_envs_reading():
+    """The gateway's reading of a completion (reasoning, content, calls) is the env's: a call
+    inside reasoning is no call; one after it is, and its text is not content."""
+    from tir_envs.chat.reasoning import read_completion
+
+    tok = family_tokenizer("qwen3")
+    renderer = resolve_renderer(tok, Codec(tok), "qwen3", thinking="on")
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "1"}}\n</tool_call>'
+    out = read_completion(renderer, f"<think>maybe {call}</think>\n\nRunning it.\n{call}")
+    assert out.reasoning == f"maybe {call}" and len(out.calls) == 1
+    assert out.calls[0].arguments == {"code": "1"} and out.content == "\n\nRunning it.\n"
+    assert read_completion(renderer, f"<think>only {call}</think>Done.").calls == []

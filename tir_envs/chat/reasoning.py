@@ -174,6 +174,34 @@ def split_reasoning(text: str, reasoning: Reasoning | None, starts_inside: bool 
     return reasoning.split(text, starts_inside, ended)
 
 
+class Completion(NamedTuple):
+    """A completion as a chat API returns it: ``reasoning`` (``None``: none), ``content`` (the
+    text less reasoning and call text) and ``calls`` (the family's parsed calls, each with its
+    span in the original text)."""
+
+    reasoning: str | None
+    content: str
+    calls: list
+
+
+def read_completion(renderer: object, text: str, starts_inside: bool = False,
+                    ended: bool = True) -> Completion:
+    """``text`` (a sampled turn, decoded) read by ``renderer``'s family rule: the split a
+    gateway returns.  Calls are parsed from the text with reasoning blanked, exactly as the
+    env parses them, so a call the env would not run is no call here either."""
+    rule = getattr(renderer, "reasoning", None)
+    split = split_reasoning(text, rule, starts_inside, ended)
+    if not getattr(renderer, "renders_tools", False):
+        return Completion(split.reasoning, split.content, [])
+    visible = blank_reasoning(text, rule, starts_inside, ended) if rule else text
+    calls = list(renderer.parse_calls(visible))  # type: ignore[attr-defined]
+    content = split.content
+    for call in calls:
+        if call.raw:
+            content = content.replace(call.raw, "", 1)
+    return Completion(split.reasoning, content, calls)
+
+
 def ends_inside(text: str, reasoning: Reasoning, starts_inside: bool = False) -> bool:
     """Whether ``text`` leaves a reasoning block open (then the next tokens continue it)."""
     return reasoning.ends_inside(text, starts_inside)
