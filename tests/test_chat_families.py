@@ -8,7 +8,9 @@ exactly on the sampled tokens.  References, built here independently of the env:
   * ``mistral-common``'s own encoder for Mistral (also over whole conversations);
   * ``apply_chat_template`` of the whole conversation for the bundled ChatML (the tool output
     in it encoded on its own, as the ledger contract says).
-Vocabularies: Qwen3 and Mistral are real; Llama 3, DeepSeek V3 and R1, GLM-4.5 are stand-ins
+  * ``openai-harmony`` for gpt-oss (its own render of the prompt and of each tool message).
+Vocabularies: Qwen3, Mistral, gpt-oss (o200k harmony) and ``llama-3-real`` (Llama 3's, from
+quicktok's rank files) are real; ``llama-3``, DeepSeek V3 and R1, GLM-4.5 are stand-ins
 (``tir_envs.chat.vocab``).  The default run samples the matrix (every family and shape, envs
 rotated); ``TIR_CHAT_MATRIX=full`` runs all of it.
 """
@@ -39,8 +41,10 @@ from tir_envs.envs.sql import SQLEnv  # noqa: E402
 from tir_envs.tools.search import open_retriever  # noqa: E402
 
 FAMILIES = [("chatml", None), ("qwen3", "off"), ("qwen3", "on"), ("llama-3", None),
-            ("mistral", None), ("deepseek-v3", None), ("deepseek-r1", None), ("glm-4.5", "on"),
-            ("glm-4.5", "off")]
+            ("llama-3-real", None), ("mistral", None), ("gpt-oss", None), ("deepseek-v3", None),
+            ("deepseek-r1", None), ("glm-4.5", "on"), ("glm-4.5", "off")]
+#: offline vocabularies that are a family's real one under another name
+RENDERER = {"chatml": "template", "llama-3-real": "llama-3"}
 ENVS = ["rite", "autotir", "search", "sql"]
 SHAPES = ["answer", "calls", "obs_cut", "reason_cut", "malformed"]
 FULL = os.environ.get("TIR_CHAT_MATRIX") == "full"
@@ -119,19 +123,58 @@ class TemplateRef:
         glue = full[end:]
         if said.endswith(eos) and glue.startswith(eos):
             glue = glue[len(eos):]
-        # the contract: tool output is encoded on its own, added tokens split (Codec's
-        # encode_untrusted); the template's own text around it is encoded as text
+        # the template's text encoded whole, as a server encodes it (the tool outputs here
+        # spell no added token, so the untrusted encoding changes nothing)
         body = "".join(m["content"] for m in messages)
-        i = glue.index(body)
-        enc = lambda text: self.tok.encode(text, add_special_tokens=False)  # noqa: E731
-        return enc(glue[:i]) + Codec(self.tok).encode_untrusted(body) + enc(glue[i + len(body):])
+        assert body in glue and Codec(self.tok).encode_untrusted(body) == \
+            self.tok.encode(body, add_special_tokens=False)
+        return self.tok.encode(glue, add_special_tokens=False)
 
 
-REFS = {"chatml": TemplateRef, "mistral": MistralRef}
+class HarmonyRef:
+    """gpt-oss: openai-harmony's own render of the prompt and of each tool message."""
+
+    def __init__(self, tok, family, thinking):
+        import openai_harmony as oh
+
+        from tir_envs.bpe_ranks import harmony_encoding
+        self.oh, self.enc, self.tok = oh, harmony_encoding(), tok
+        self.stops = set(self.enc.stop_tokens_for_assistant_actions())
+
+    def prompt(self, messages, tools):
+        import datetime as dt
+        oh = self.oh
+        system = oh.SystemContent.new().with_conversation_start_date(dt.date.today().isoformat())
+        head = [oh.Message.from_role_and_content(oh.Role.SYSTEM, system)]
+        if messages[0]["role"] == "system" or tools:
+            dev = oh.DeveloperContent.new()
+            if messages[0]["role"] == "system":
+                dev = dev.with_instructions(messages[0]["content"])
+            if tools:
+                dev = dev.with_function_tools([oh.ToolDescription.new(
+                    t["function"]["name"], t["function"]["description"],
+                    parameters=t["function"]["parameters"]) for t in tools])
+            head.append(oh.Message.from_role_and_content(oh.Role.DEVELOPER, dev))
+        conv = oh.Conversation.from_messages(head + [
+            oh.Message.from_role_and_content(oh.Role.USER, m["content"]) for m in messages
+            if m["role"] == "user"])
+        return list(self.enc.render_conversation_for_completion(conv, oh.Role.ASSISTANT))
+
+    def bridge(self, context, completion, messages):
+        oh = self.oh
+        out = [] if completion and completion[-1] in self.stops else \
+            [self.tok.convert_tokens_to_ids("<|end|>")]
+        conv = oh.Conversation.from_messages([oh.Message.from_author_and_content(
+            oh.Author.new(oh.Role.TOOL, f"functions.{m.get('name') or 'tool'}"), m["content"])
+            .with_recipient("assistant").with_channel("commentary") for m in messages])
+        return out + list(self.enc.render_conversation_for_completion(conv, oh.Role.ASSISTANT))
+
+
+REFS = {"chatml": TemplateRef, "mistral": MistralRef, "gpt-oss": HarmonyRef}
 
 
 def reference(tok, family, thinking):
-    return REFS.get(family, RenderersRef)(tok, family, thinking)
+    return REFS.get(family, RenderersRef)(tok, RENDERER.get(family, family), thinking)
 
 
 # ---------------------------------------------------------------- envs
@@ -146,7 +189,7 @@ def retriever():
 
 
 def build(name, tok, family, thinking, retriever, obs_tokens):
-    kw = dict(tokenizer=tok, renderer="template" if family == "chatml" else family,
+    kw = dict(tokenizer=tok, renderer=RENDERER.get(family, family),
               thinking=thinking, max_obs_tokens=obs_tokens)
     if name == "rite":
         return MathCodeEnv(protocol="rite", tasks=[MATH], **kw), MATH

@@ -9,6 +9,7 @@ tokenizer directly when it can, which keeps a no-tool ``step`` cheap.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from tir_envs.untrusted import escape_controls, plain_encoder
@@ -27,10 +28,29 @@ class Codec:
         eos = getattr(tokenizer, "eos_token", None)
         self.eos_text: str | None = eos if isinstance(eos, str) else None
 
+        self._controls = _mistral_controls(tokenizer) if self._backend is None else None
+
     def encode(self, text: str) -> list[int]:
+        """The env's own text to ids: a control token's text (``<|im_end|>``, ``</s>``) is its
+        id in every family, as the tokenizer's template encodes it (mistral-common's backend
+        alone reads ``</s>`` as text: its controls are matched here)."""
         if self._backend is not None:
             return self._backend.encode(text, add_special_tokens=False).ids
+        if self._controls is not None:
+            return self._encode_with_controls(text)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _encode_with_controls(self, text: str) -> list[int]:
+        pattern, ids = self._controls
+        out, pos = [], 0
+        for m in pattern.finditer(text):
+            if m.start() > pos:
+                out += self.tokenizer.encode(text[pos:m.start()], add_special_tokens=False)
+            out.append(ids[m.group()])
+            pos = m.end()
+        if pos < len(text):
+            out += self.tokenizer.encode(text[pos:], add_special_tokens=False)
+        return list(out)
 
     def encode_untrusted(self, text: str) -> list[int]:
         """Ids for text the env did not write (tool output, documents, rows): no added-token
@@ -105,3 +125,16 @@ def truncate_middle(ids: list[int], limit: int, marker_ids: list[int]) -> tuple[
     tail = room - head
     kept = ids[:head] + marker_ids + (ids[len(ids) - tail:] if tail else [])
     return kept, len(ids) - head - tail
+
+
+def _mistral_controls(tokenizer) -> tuple[re.Pattern, dict[str, int]] | None:
+    """``(pattern, ids)`` of the named control tokens of a mistral-common backend (``</s>``,
+    ``[INST]``, ``[TOOL_CALLS]``, ...), or ``None`` for any other tokenizer."""
+    inner = getattr(getattr(getattr(tokenizer, "tokenizer", None), "instruct_tokenizer", None),
+                    "tokenizer", None)
+    if inner is None or not hasattr(inner, "num_special_tokens"):
+        return None
+    pieces = {inner.id_to_piece(i): i for i in range(inner.num_special_tokens)}
+    pieces = {t: i for t, i in pieces.items() if t and not t.startswith("<SPECIAL_")}
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(pieces, key=len, reverse=True)))
+    return pattern, pieces

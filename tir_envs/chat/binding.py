@@ -13,7 +13,7 @@ import copy
 from typing import Any, Sequence
 
 from tir_envs.chat.calls import FamilyFormat
-from tir_envs.chat.reasoning import blank_reasoning, ends_inside
+from tir_envs.chat.reasoning import blank_reasoning, ends_inside, split_reasoning
 from tir_envs.chat.registry import resolve_renderer
 from tir_envs.chat.renderer import ChatRenderer, Message
 from tir_envs.chat.template import TemplateRenderer
@@ -33,6 +33,7 @@ class ChatBinding:
         self.conversation: list[Message] = []
         self.served_tools: list[dict] | None = None
         self.served_render: Any = None
+        self._stop_texts: tuple[str, ...] | None = None
 
     @classmethod
     def build(cls, tokenizer: Any, codec: Any, protocol: Any, renderer: Any = None,
@@ -64,11 +65,24 @@ class ChatBinding:
 
     # -- a turn ------------------------------------------------------------------------
     def visible(self, text: str) -> str:
-        """The action as protocols read it: reasoning content blanked."""
+        """The action as protocols read it: reasoning blanked by the family's rule
+        (``tir_envs.chat.reasoning``), the same rule the bridge closes a block by."""
         r = self.renderer.reasoning
         if r is None:
             return text
-        return blank_reasoning(text, r, self._opens)
+        return blank_reasoning(text, r, self._opens, self.ended(text))
+
+    def ended(self, text: str) -> bool:
+        """Whether the policy ended the turn itself (its text ends with an end-of-turn id's
+        text); otherwise the env closes what it left open."""
+        if self._stop_texts is None:
+            self._stop_texts = tuple(t for t in (self.codec.decode([i]) for i in
+                                                 self.renderer.stop_token_ids()) if t)
+        return text.rstrip().endswith(self._stop_texts) if self._stop_texts else False
+
+    def split(self, text: str) -> Any:
+        """``(reasoning, content, spans)`` of an action by the family's rule."""
+        return split_reasoning(text, self.renderer.reasoning, self._opens, self.ended(text))
 
     @property
     def opens_reasoning(self) -> bool:
@@ -105,15 +119,24 @@ class ChatBinding:
 
     def observation_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                         messages: list[Message], budget: int) -> tuple[list[int], int]:
-        """The env tokens after a completion, and how many content tokens the budget cut."""
+        """The env tokens after a completion, and how many content tokens the budget cut.
+
+        The cut is measured in one unit, the family's own: the tokens the longest content
+        takes inside the framed turn (the bridge with it, less the bridge with it emptied),
+        which is not what the raw text encodes to where the family escapes it (Llama 3 and
+        Mistral JSON-quote a tool output: a newline is two characters there).  That content
+        is cut in proportion and the framed whole measured again, until it fits."""
         ids = self.renderer.bridge_ids(context_ids, completion_ids, messages)
         dropped = 0
-        for _ in range(3):  # cut the longest content until the framed whole fits
+        for _ in range(4):
             excess = len(ids) - budget
             if excess <= 0:
                 break
             k = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
-            content, cut = self._cut(messages[k]["content"], excess)
+            emptied = [*messages[:k], {**messages[k], "content": ""}, *messages[k + 1:]]
+            framed = len(ids) - len(self.renderer.bridge_ids(context_ids, completion_ids,
+                                                             emptied))
+            content, cut = self._cut(messages[k]["content"], framed - excess, framed)
             if not cut:
                 break
             dropped += cut
@@ -131,19 +154,20 @@ class ChatBinding:
             ids = ids[:-1]
         return {"role": "assistant", "content": self.codec.decode(ids)}
 
-    def _cut(self, text: str, excess: int) -> tuple[str, int]:
-        """``text`` shortened by about ``excess`` tokens in the middle (head and tail kept, a
-        marker between), cut at whole characters: a tool message is text, so a character the
-        token budget splits is dropped rather than sent as a replacement character.  Measured
-        as the message is encoded (``encode_untrusted``): an ordinary encode counts the text
-        ``<|im_end|>`` as one token where the frame spends several, and the cut kept nothing."""
+    def _cut(self, text: str, room: int, framed: int) -> tuple[str, int]:
+        """``text`` cut in the middle (head and tail kept, a marker between) so that it takes
+        about ``room`` of the ``framed`` tokens it takes now in the family's framing; cut at
+        whole characters (a character the cut splits is dropped, never sent as a replacement
+        character).  Returns the text and how many of its tokens went."""
         body = self.codec.encode_untrusted(text)
         marker = "\n...[truncated]...\n"
-        room = max(len(body) - excess - len(self.codec.encode(marker)), 0)
-        if room >= len(body):
+        scale = len(body) / max(framed, 1)  # raw tokens per framed token of this content
+        keep = int(max(room, 0) * scale) - len(self.codec.encode(marker))
+        keep = max(min(keep, len(body) - 1), 0)
+        if keep >= len(body):
             return text, 0
-        head = (room + 1) // 2
-        tail = room - head
+        head = (keep + 1) // 2
+        tail = keep - head
         head_text = self.codec.decode(body[:head]).rstrip("\ufffd")
         tail_text = self.codec.decode(body[len(body) - tail:]).lstrip("\ufffd") if tail else ""
         return head_text + marker + tail_text, len(body) - head - tail

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Sequence
 
 from tir_envs.chat.renderer import (ChatRenderer, FamilyCall, Message, RendererRefused,
@@ -44,9 +45,7 @@ class MistralRenderer(ChatRenderer):
 
         inner = getattr(tokenizer, "tokenizer", None)
         if not isinstance(inner, MistralTokenizer):
-            raise TypeError("the Mistral renderer needs a mistral-common tokenizer (transformers' "
-                            "MistralCommonBackend, e.g. AutoTokenizer of a Mistral folder with "
-                            "tekken.json, or tir_envs.chat.vocab.mistral_tokenizer())")
+            inner = mistral_common_for(tokenizer)
         self.mistral = inner
         self.instruct = inner.instruct_tokenizer
         self.eos = self.instruct.tokenizer.eos_id
@@ -127,6 +126,41 @@ class MistralRenderer(ChatRenderer):
         ids = [self.tool_calls_id] + self.instruct.tokenizer.encode(
             json.dumps(payload, ensure_ascii=False), bos=False, eos=False) + [self.eos]
         return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+#: files mistral-common loads, as Mistral's Hugging Face folders ship them beside tokenizer.json
+_MISTRAL_FILES = ("tekken.json", "tokenizer.model.v7m1", "tokenizer.model.v7", "tokenizer.model.v3",
+                  "tokenizer.model")
+
+
+def mistral_common_for(tokenizer: Any) -> Any:
+    """mistral-common's tokenizer for a Mistral tokenizer loaded the usual Hugging Face way
+    (a fast tokenizer from ``tokenizer.json``): built from the Tekken or SentencePiece file
+    beside it (its ``vocab_file``, or the folder it was loaded from), and checked to give the
+    same ids as the tokenizer the env holds (the ledger's ids come from that one)."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    folder = Path(str(getattr(tokenizer, "name_or_path", "") or "."))
+    init = getattr(tokenizer, "init_kwargs", None) or {}
+    candidates = [getattr(tokenizer, "vocab_file", None), init.get("vocab_file"),
+                  *(folder / name for name in _MISTRAL_FILES)]
+    path = next((Path(str(c)) for c in candidates if c and Path(str(c)).is_file()), None)
+    if path is None:
+        raise TypeError("the Mistral renderer needs Mistral's own vocabulary file for its chat "
+                        f"format: none of {', '.join(_MISTRAL_FILES)} next to this tokenizer "
+                        f"({folder}). Load the model's folder as downloaded (tekken.json sits "
+                        "beside tokenizer.json), or pass a mistral-common tokenizer "
+                        "(tir_envs.chat.vocab.mistral_tokenizer())")
+    inner = MistralTokenizer.from_file(str(path))
+    probe = "Paris, é日本 [TOOL_CALLS] 42"
+    plain = inner.instruct_tokenizer.tokenizer
+    controls = {"[TOOL_CALLS]": inner.instruct_tokenizer.TOOL_CALLS, "</s>": plain.eos_id}
+    if list(tokenizer.encode(probe.replace(" [TOOL_CALLS]", ""), add_special_tokens=False)) != \
+            plain.encode(probe.replace(" [TOOL_CALLS]", ""), bos=False, eos=False) or \
+            any(tokenizer.convert_tokens_to_ids(t) != i for t, i in controls.items()):
+        raise TypeError(f"{path} does not give this tokenizer's ids: pass the tokenizer of the "
+                        "same Mistral model")
+    return inner
 
 
 def _call(item: Any, raw: str, start: int, end: int) -> FamilyCall:

@@ -17,6 +17,7 @@ import json
 from typing import Any, Sequence
 
 from tir_envs.chat.renderer import ChatRenderer, Message, Reasoning, RendererRefused
+from tir_envs.chat.seams import encode_pieces
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.json_calls import JsonFormat
 
@@ -32,13 +33,13 @@ EMPTY_THINK = "<think>\n\n</think>\n\n"
 
 class Qwen3Renderer(ChatRenderer):
     family = "qwen3"
-    reasoning = Reasoning("<think>", "</think>")
+    reasoning = Reasoning("<think>", "</think>", "content", "qwen3")
     renders_tools = True
 
     def __init__(self, tokenizer: Any, codec: Any, thinking: str | None = None):
         super().__init__(tokenizer)
         self.codec = codec
-        self.thinking = thinking or "on"
+        self.thinking = thinking or template_thinking(tokenizer)
         ids = {t: tokenizer.convert_tokens_to_ids(t) for t in
                ("<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>")}
         if any(not isinstance(i, int) or i < 0 or i == tokenizer.unk_token_id
@@ -99,17 +100,17 @@ class Qwen3Renderer(ChatRenderer):
             if self._reasoning_open(completion_ids):
                 close.append(self.think_end)
             close.append(self.im_end)
-        ids = close + self.codec.encode("\n")
-        for text, untrusted in self._segments(messages):
-            ids += self.codec.encode_untrusted(text) if untrusted else self.codec.encode(text)
-        return ids + self.codec.encode(self.opener())
+        pieces = [("\n", False), *self._segments(messages), (self.opener(), False)]
+        return close + encode_pieces(self.tokenizer, pieces)
 
     def _reasoning_open(self, ids: Sequence[int]) -> bool:
+        """The rule's ``ends_inside`` on ids: a cut turn whose last ``<think>`` is unclosed
+        (a call inside it is reasoning too: the env's close makes it so)."""
         state = False
         for t in ids:
             if t == self.think:
                 state = True
-            elif t in (self.think_end, self.call):  # a call closes the reasoning, as served
+            elif t == self.think_end:
                 state = False
         return state
 
@@ -125,3 +126,17 @@ class Qwen3Renderer(ChatRenderer):
                                                       ensure_ascii=False) + "\n</tool_call>"
                          for n, a in calls)
         return think + body + "<|im_end|>"
+
+
+def template_thinking(tokenizer: Any) -> str:
+    """The thinking mode the tokenizer's chat template defaults to: ``"off"`` where its
+    generation prompt, rendered without ``enable_thinking``, prefills the empty block (a
+    template that forces no-think, or defaults to it), else ``"on"`` (Qwen3's default)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return "on"
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}], tokenize=False,
+                                             add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 - a template that cannot render says nothing here
+        return "on"
+    return "off" if str(text).endswith(EMPTY_THINK) else "on"

@@ -9,7 +9,7 @@ The env never re-renders sampled history.  A renderer gives it four things:
     ``context + completion + bridge``: the completion byte for byte;
   * ``stop_token_ids``: the family's end-of-turn (and end-of-call) ids, for every backend;
   * ``parse_calls(text)``: tool calls in the family's own syntax (``renders_tools``).
-``reasoning`` names the family's reasoning block (``<think>`` or a channel), if it has one.
+``reasoning`` is the family's reasoning rule (``tir_envs.chat.reasoning``), if it has one.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tir_envs.chat.reasoning import Reasoning
 from tir_envs.formats.base import ToolCall
 
 Message = dict[str, Any]
 
-
-@dataclass(frozen=True)
-class Reasoning:
-    """A family's reasoning block: the text that opens it and the text that closes it."""
-
-    open: str
-    close: str
+__all__ = ["ChatRenderer", "FamilyCall", "Message", "Reasoning", "RendererRefused",
+           "differing_span"]
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tir_envs.chat.renderer import ChatRenderer, Message
+from tir_envs.chat.seams import encode_pieces
 
 _A = "\x00ASSISTANT-{}\x00"
 _U = "\x00OBSERVATION-{}\x00"
@@ -86,13 +87,12 @@ class TemplateRenderer(ChatRenderer):
 
     def bridge_ids(self, context_ids: Sequence[int], completion_ids: Sequence[int],
                    messages: list[Message]) -> list[int]:
-        """The glue is the env's own text (``encode``); the body is not (``encode_untrusted``:
-        tool output never becomes a control id)."""
+        """Glue and body encoded as the template's one string is (``encode_pieces``: the
+        stretch across a seam is one BPE run), the body never giving a control id."""
         action = self.codec.decode(completion_ids)
         before, after = self.frame("\x00", action).split("\x00")
         body = "".join(m["content"] for m in messages)
-        return self.codec.encode(before) + self.codec.encode_untrusted(body) + \
-            self.codec.encode(after)
+        return encode_pieces(self.tokenizer, [(before, False), (body, True), (after, False)])
 
     def end_texts(self) -> list[str]:
         """Texts of the ids that end a turn: the EOS, and any special token the glue opens

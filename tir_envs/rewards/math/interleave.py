@@ -22,6 +22,14 @@ _THINK = TaggedPattern(r"<think>.*?</think>", ["think"])
 _CALL = TaggedPattern(r"<tool_call>.*?</tool_call>", ["tool_call"])
 
 
+def _without_calls(text: str, calls: Sequence) -> str:
+    """``text`` less its calls as the format parsed them: a family's call syntax (Llama 3's
+    JSON turn, Mistral's ``[TOOL_CALLS]``) is no text outside the call."""
+    for c in sorted((c for c in calls if c.end > c.start), key=lambda c: c.start, reverse=True):
+        text = text[:c.start] + text[c.end:]
+    return text
+
+
 def _turn_issues(i: int, text: str, fmt: ToolCallFormat) -> tuple[list[str], list[str]]:
     major, minor = [], []
     calls = fmt.parse(text)
@@ -36,7 +44,7 @@ def _turn_issues(i: int, text: str, fmt: ToolCallFormat) -> tuple[list[str], lis
     think_end = text.find("</think>")
     if calls and think_end >= 0 and calls[0].start < think_end:
         minor.append(f"turn {i}: tool call inside the thinking")
-    if _CALL.sub("", _THINK.sub("", text)).strip():
+    if _CALL.sub("", _THINK.sub("", _without_calls(text, calls))).strip():
         minor.append(f"turn {i}: text outside <think> and <tool_call>")
     return major, minor
 
