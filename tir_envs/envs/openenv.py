@@ -17,6 +17,10 @@ Statuses are host-observed: the remote env rejecting or failing on the action (O
 ``timeout_s`` is ``timeout``; a lost connection, or the server out of capacity
 (``CAPACITY_REACHED``, ``FACTORY_ERROR``, ``SESSION_ERROR``), is ``infra_error`` and the
 trajectory is flagged.  Nothing an observation says changes a status.
+
+Everything the remote env writes is a third party's text: its observations (the first one, in
+the prompt, included), its action schema and its ``/metadata`` are escaped
+(``tir_envs.untrusted``) before the policy reads them, as every tool result is.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.function import cap
 from tir_envs.tools.loop_thread import LoopThread
 from tir_envs.trajectory import Turn
+from tir_envs.untrusted import escape_schema, escape_third_party
 
 INSTRUCTIONS = ("You act in an environment. Take actions by calling the step tool; each call "
                 "returns the environment's observation. Continue until the environment says "
@@ -214,7 +219,9 @@ class OpenEnvEnv(TIREnv):
         self.first_observation = result.observation
 
     def build_prompt(self, task: Task) -> str:
-        shown = json.dumps(self.first_observation, ensure_ascii=False, default=str)
+        shown = escape_third_party(cap(json.dumps(self.first_observation, ensure_ascii=False,
+                                                  default=str), MAX_OBSERVATION_CHARS),
+                                   self.tokenizer)
         question = f"{task.question}\n\nThe environment's first observation:\n{shown}"
         return super().build_prompt(Task(task.id, question, task.answer, task.meta))
 
@@ -250,9 +257,14 @@ def _describe_remote(base_url: str, timeout_s: float) -> tuple[dict[str, Any], s
         meta: Mapping[str, Any] = _get_json(f"{base_url}/metadata", timeout_s)
     except Exception:  # noqa: BLE001 - metadata is optional
         meta = {}
-    description = (f"Take one action in the {meta.get('name', 'remote')} environment and get "
-                   f"its observation. {meta.get('description', '')}").strip()
-    return schema.get("action", {}), description
+    if not isinstance(meta, Mapping):
+        meta = {}
+    name = escape_third_party(str(meta.get("name", "remote"))[:200])
+    about = escape_third_party(str(meta.get("description", ""))[:2000])
+    description = (f"Take one action in the {name} environment and get its observation. "
+                   f"{about}").strip()
+    action = schema.get("action", {}) if isinstance(schema, Mapping) else {}
+    return escape_schema(action), description
 
 
 def _get_json(url: str, timeout_s: float) -> Any:
