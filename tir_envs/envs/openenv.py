@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import urllib.parse
 import urllib.request
 from typing import Any, Mapping
 
@@ -101,8 +103,10 @@ class Remote:
     """The env's connection to its OpenEnv server (one WebSocket session, on the shared loop
     thread); dropped after a failure and reopened at the next reset."""
 
-    def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float):
+    def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float,
+                 token: str | None = None):
         self.base_url, self.timeout_s = base_url, timeout_s
+        self._ws_base = _with_token(base_url, token)
         self.connect_timeout_s = connect_timeout_s
         self._client: Any = None
         self.broken: str | None = None
@@ -110,7 +114,7 @@ class Remote:
     async def reset(self, **kwargs: Any) -> Any:
         await self.drop()
         thread = _loop_thread()
-        self._client = _client_class()(base_url=self.base_url,
+        self._client = _client_class()(base_url=self._ws_base,
                                        connect_timeout_s=self.connect_timeout_s,
                                        message_timeout_s=self.timeout_s)
         self.broken = None
@@ -179,7 +183,8 @@ class OpenEnvEnv(TIREnv):
     ``url``: the server's base URL; or ``app``: an ASGI app (or ``"module:attr"``) this env
     starts on a free local port and stops at ``close``.  ``tasks``: optional questions shown
     before the first observation (default: one generic task).  ``timeout_s``: seconds per
-    remote step; ``instructions``: the system prompt's first paragraph.
+    remote step; ``instructions``: the system prompt's first paragraph.  ``token``: the
+    server's token (default ``$TIR_ENVS_TOKEN``), for a server that requires one.
     """
 
     env_id = "tir/OpenEnv-v0"
@@ -187,7 +192,7 @@ class OpenEnvEnv(TIREnv):
     def __init__(self, url: str | None = None, app: Any = None, tasks: Any = None,
                  tokenizer: Any = None, timeout_s: float = 60.0,
                  connect_timeout_s: float = 10.0, instructions: str = INSTRUCTIONS,
-                 **kwargs: Any):
+                 token: str | None = None, **kwargs: Any):
         reject_wiring(kwargs, "OpenEnvEnv", "Its one tool is the remote env's step.")
         if (url is None) == (app is None):
             raise ValueError("tir/OpenEnv-v0 needs url=... (a running OpenEnv server) or "
@@ -199,8 +204,9 @@ class OpenEnvEnv(TIREnv):
             url = self._local.url
         self.base_url = url.rstrip("/").replace("ws://", "http://", 1).replace(
             "wss://", "https://", 1)
-        schema, description = _describe_remote(self.base_url, connect_timeout_s)
-        self.remote = Remote(self.base_url, timeout_s, connect_timeout_s)
+        token = token or os.environ.get("TIR_ENVS_TOKEN") or None
+        schema, description = _describe_remote(self.base_url, connect_timeout_s, token)
+        self.remote = Remote(self.base_url, timeout_s, connect_timeout_s, token)
         tool = StepTool(self.remote, schema, description)
         self.first_observation: Any = None
         super().__init__(tokenizer=tokenizer,
@@ -246,15 +252,16 @@ class OpenEnvEnv(TIREnv):
             self._local = None
 
 
-def _describe_remote(base_url: str, timeout_s: float) -> tuple[dict[str, Any], str]:
+def _describe_remote(base_url: str, timeout_s: float,
+                     token: str | None = None) -> tuple[dict[str, Any], str]:
     """The remote env's action schema and a description, from ``/schema`` and ``/metadata``."""
     try:
-        schema = _get_json(f"{base_url}/schema", timeout_s)
+        schema = _get_json(f"{base_url}/schema", timeout_s, token)
     except Exception as exc:  # noqa: BLE001 - one clear error for every way it fails
         raise ConnectionError(f"cannot read {base_url}/schema (is an OpenEnv server running "
                               f"there?): {type(exc).__name__}: {exc}") from exc
     try:
-        meta: Mapping[str, Any] = _get_json(f"{base_url}/metadata", timeout_s)
+        meta: Mapping[str, Any] = _get_json(f"{base_url}/metadata", timeout_s, token)
     except Exception:  # noqa: BLE001 - metadata is optional
         meta = {}
     if not isinstance(meta, Mapping):
@@ -267,6 +274,18 @@ def _describe_remote(base_url: str, timeout_s: float) -> tuple[dict[str, Any], s
     return escape_schema(action), description
 
 
-def _get_json(url: str, timeout_s: float) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - http(s)
+def _get_json(url: str, timeout_s: float, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s)
         return json.loads(response.read())
+
+
+def _with_token(base_url: str, token: str | None) -> str:
+    """``base_url`` with ``tir:TOKEN@`` before the host: OpenEnv's client cannot set headers,
+    and its WebSocket library sends a URL's user info as ``Basic`` auth (which
+    ``tir_envs.serving.guard`` accepts)."""
+    if not token:
+        return base_url
+    scheme, sep, rest = base_url.partition("://")
+    return f"{scheme}{sep}tir:{urllib.parse.quote(token, safe='')}@{rest}"
