@@ -197,6 +197,19 @@ class Guard:
                 del self._per_client[client]
 
 
+def quiet(app: Any) -> Any:
+    """``app`` with a client's normal disconnect swallowed (no traceback in the log); every
+    other exception still propagates.  ``Guard`` does this itself; this is for a server
+    that needs no other guard (an app served in-process on loopback for one env)."""
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await app(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001 - only a normal disconnect is swallowed
+            if scope.get("type") != "websocket" or not is_disconnect(exc):
+                raise
+    return wrapped
+
+
 def is_disconnect(exc: BaseException) -> bool:
     """Whether ``exc`` only says the client went away (nothing to log)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
