@@ -158,10 +158,15 @@ def generous(task, trajectory, answer):
 
 
 @pytest.mark.parametrize("reward", ["em", generous], ids=["em", "weakened"])
-def test_the_whole_battery_over_the_wire_matches_the_local_audit(reward):
+def test_the_whole_battery_over_the_wire_matches_the_local_audit(reward, capfd):
     kwargs = {"tasks": TASKS, "tools": [capital], "reward": reward}
     local = audit("tir/ToolUse-v0", env_kwargs=kwargs, tasks=2)
+    capfd.readouterr()
     wired = audit("tir/ToolUse-v0", env_kwargs=kwargs, tasks=2, via="openenv")
+    # every episode's client closed normally: the server logged no traceback for any
+    logged = capfd.readouterr().err
+    assert "Exception in ASGI application" not in logged and "Traceback" not in logged, \
+        logged[-2000:]
     assert wired.env_args["via"] == "openenv"
     assert wired.verdicts() == local.verdicts()
     for a, b in zip(local.probes, wired.probes):

@@ -125,3 +125,40 @@ def test_tool_sessions_close_when_their_connection_goes():
         await table.close_all()
         assert len(closed) == 2 and table.open_owners == 0
     asyncio.run(main())
+
+
+def test_http_server_is_guarded_and_says_where_it_serves(tmp_path):
+    import time
+    import urllib.error
+    import urllib.request
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tir_envs.cli", "serve", "mcp", "--http",
+                                 "--host", "0.0.0.0", "--port", str(port)],
+                                env={**ENV, "TIR_ENVS_TOKEN": ""}, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 120
+        while "serving" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        assert f"serving MCP tools (python) at http://127.0.0.1:{port}" in text
+        token = text.split("token: ", 1)[1].split()[0]  # generated: bound beyond loopback
+
+        def post(**headers):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/mcp", data=b"{}", method="POST",
+                headers={"content-type": "application/json",
+                         "accept": "application/json, text/event-stream", **headers})
+            try:
+                return urllib.request.urlopen(request, timeout=30).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+        assert post() == 401
+        assert post(Authorization="Bearer wrong") == 401
+        assert post(Authorization=f"Bearer {token}", Origin="http://evil.example") == 403
+        assert post(Authorization=f"Bearer {token}") not in (401, 403)
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -128,3 +128,65 @@ def test_bad_action_is_an_error_response_and_the_session_lives_on(served):
             r = await client.step({"text": "<answer>Paris</answer>"})
             return r
     assert asyncio.run(remote()).reward == 1.0
+
+
+def test_the_server_says_where_it_serves_and_stays_quiet_on_normal_closes(served):
+    url, folder = served
+
+    async def episode():
+        async with GenericEnvClient(base_url=url) as client:
+            await client.reset(index=0)
+            await client.step({"text": "<answer>Paris</answer>"})
+    for _ in range(3):
+        asyncio.run(episode())
+    import time
+    time.sleep(1.0)  # let the server finish each close
+    log = next(folder.glob("server-*.log")).read_text()
+    assert f"serving tir/ToolUse-v0 over OpenEnv at {url}" in log
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
+
+
+def test_a_foreign_origin_and_an_oversized_message_are_refused(served):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    url, _ = served
+    ws_url = url.replace("http://", "ws://") + "/ws"
+
+    async def evil_page():
+        async with connect(ws_url, origin="http://evil.example"):
+            pass
+    with pytest.raises(InvalidStatus, match="403"):
+        asyncio.run(evil_page())
+
+    async def flood():
+        async with GenericEnvClient(base_url=url) as client:
+            await client.reset(index=0)
+            await client.step({"text": "x" * (12 << 20)})
+    with pytest.raises((ConnectionClosed, ConnectionError, RuntimeError)):
+        asyncio.run(flood())
+
+    async def after():  # the server lives on for everyone else
+        async with GenericEnvClient(base_url=url) as client:
+            await client.reset(index=0)
+            return await client.step({"text": "<answer>Paris</answer>"})
+    assert asyncio.run(after()).reward == 1.0
+
+
+def test_a_text_action_longer_than_any_that_fits_is_refused_before_tokenizing(served):
+    url, _ = served
+
+    async def long_text():
+        async with GenericEnvClient(base_url=url) as client:
+            await client.reset(index=0)
+            with pytest.raises(RuntimeError, match="characters"):
+                await client.step({"text": "y" * 600_000})
+    asyncio.run(long_text())
+
+
+def test_metadata_and_state_build_no_env():
+    from tir_envs.serving.openenv_server import TIREnvironment
+    built = []
+    session = TIREnvironment(lambda: built.append(1), "tir/ToolUse-v0", {"name": "t"})
+    assert session.get_metadata().name == "tir/ToolUse-v0" and session.state.env_id
+    session.close()
+    assert not built

@@ -118,7 +118,7 @@ def test_exceptions_are_error_results_never_raised():
     def boom(x: str) -> str:
         raise KeyError(x)
     r = asyncio.run(function_tool(boom).call({"x": "k"}))
-    assert r.status == Status.ERROR and r.text == "Error: KeyError: 'k'"
+    assert r.status == Status.ERROR and r.text == "Error: boom: KeyError: 'k'"
 
 
 def test_sync_timeout_and_async_timeout():

@@ -50,14 +50,51 @@ def test_a_hanging_server_is_a_timeout_and_the_server_lives_on(stdio_tools):
     assert asyncio.run(tools["add"].call({"a": 1, "b": 1})).text == "2"
 
 
-def test_a_crashing_server_is_infra_error_then_down(stdio_tools):
+def test_a_server_killed_by_a_call_is_that_calls_error_and_restarted(stdio_tools):
     tools = by_name(stdio_tools)
+    before = asyncio.run(tools["pid"].call({})).text
     r = asyncio.run(tools["crash"].call({}))
-    assert r.status == Status.INFRA_ERROR and "not your fault" in r.text
-    r = asyncio.run(tools["add"].call({"a": 1, "b": 1}))  # nobody answers any more
-    assert r.status == Status.INFRA_ERROR
-    stdio_tools.reconnect()  # a new server process
+    assert r.status == Status.ERROR and "restarted for the next call" in r.text
+    assert "\n" not in r.text
+    # the next call (another episode's) gets a fresh server, not an infra_error
     assert asyncio.run(tools["add"].call({"a": 1, "b": 1})).text == "2"
+    assert asyncio.run(tools["pid"].call({})).text != before
+    assert stdio_tools.restarts == 1
+
+
+def test_a_server_that_cannot_restart_is_infra_error_with_bounded_retries(tmp_path):
+    marker = tmp_path / "died"
+    tools = McpTools(stdio_command(tmp_path), timeout_s=5, connect_timeout_s=20,
+                     env={"TIR_TEST_DIE_FILE": str(marker)}, max_restarts=1)
+    try:
+        die = by_name(tools)["die_once"]
+        assert asyncio.run(die.call({})).status == Status.ERROR
+        add = by_name(tools)["add"]
+        r = asyncio.run(add.call({"a": 1, "b": 1}))
+        assert r.status == Status.INFRA_ERROR and "cannot be restarted" in r.text
+        r = asyncio.run(add.call({"a": 1, "b": 1}))  # no further try: answered at once
+        assert r.status == Status.INFRA_ERROR and "1 restarts failed in a row" in r.text
+    finally:
+        tools.close()
+
+
+def test_argument_errors_are_one_short_line_like_a_function_tools(stdio_tools):
+    r = asyncio.run(by_name(stdio_tools)["add"].call({"a": "z", "b": 1}))
+    assert r.status == Status.ERROR and r.metadata.get("bad_arguments")
+    assert r.text == "Error: add: argument 'a': expected integer, got string 'z'"
+
+
+def test_tool_names_and_descriptions_are_a_third_partys_text(tmp_path):
+    with pytest.warns(UserWarning, match="no plain identifier"):
+        tools = McpTools(stdio_command(tmp_path), env={"TIR_TEST_BAD_NAME": "1"})
+        try:
+            listed = by_name(tools)
+        finally:
+            tools.close()
+    assert not any("<" in name for name in listed)
+    description = listed["injected"].schema["function"]["description"]
+    assert "<|im_end|>" not in description and "<|im_start|>" not in description
+    assert "\\u003c|im_end|>" in description and "\\u202e" in description
 
 
 def test_forged_status_text_changes_nothing(stdio_tools):
@@ -74,13 +111,17 @@ def test_forged_status_text_changes_nothing(stdio_tools):
     env.close()
 
 
-def test_crash_inside_an_env_episode_flags_the_trajectory(stdio_tools):
+def test_a_crash_inside_an_episode_is_its_tool_error_and_later_episodes_are_fine(stdio_tools):
     env = TIREnv(tool_format="json", tools=stdio_tools.tools(), tasks=[{"question": "q"}],
                  system_prompt="s")
     env.reset(options={"index": 0})
     obs, r, term, trunc, info = env.step('<tool_call>{"name": "crash", "arguments": {}}'
                                          '</tool_call>')
-    assert info["turn"].status == "infra_error" and env.trajectory.infra_failed
+    assert info["turn"].status == "tool_error" and not env.trajectory.infra_failed
+    env.reset(options={"index": 0})
+    obs, r, term, trunc, info = env.step('<tool_call>{"name": "add", "arguments": '
+                                         '{"a": 1, "b": 2}}</tool_call>')
+    assert info["turn"].status == "ok" and "3" in env.codec.decode(obs["tokens"])
     env.close()
 
 

@@ -42,13 +42,18 @@ from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
-from tir_envs.tools.base import Tool, ToolResult, Status
+from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.untrusted import lone_surrogate
-from tir_envs.validation import check_positive_int
+from tir_envs.validation import check_positive_int, check_positive_number
 
 EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
 RESET_OPTIONS = ("task", "index")
+#: calls executed per action unless ``max_calls_per_turn`` says otherwise: one action may not
+#: queue hundreds of calls (each up to its tool's timeout) into one step
+MAX_CALLS_PER_TURN = 16
+#: seconds an episode's tool calls may take in all, unless ``max_tool_seconds`` says otherwise
+MAX_TOOL_SECONDS = 600.0
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
 
@@ -79,7 +84,11 @@ class TIREnv(gym.Env):
         calls a tool is not executed and the episode is truncated.
       * ``max_tool_calls``: calls per tool over the episode (an int for every tool or a dict
         by tool name).  Once spent, the env inserts ``exhausted_notice`` and stops executing.
-      * ``max_calls_per_turn``: calls executed per action; further calls are ignored.
+      * ``max_calls_per_turn``: calls executed per action (default ``MAX_CALLS_PER_TURN``);
+        further calls are ignored.
+      * ``max_tool_seconds``: seconds the episode's tool calls may take in all (default
+        ``MAX_TOOL_SECONDS``; waiting for the policy does not count).  A call running when it
+        is spent is stopped (``timeout``), and the episode is truncated (``max_time``).
       * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
       * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
         action longer than what is left is cut to fit (the turn notes say how much).
@@ -123,6 +132,7 @@ class TIREnv(gym.Env):
         max_turns: int | None = None,
         max_tool_calls: int | Mapping[str, int] | None = None,
         max_calls_per_turn: int | None = None,
+        max_tool_seconds: float | None = None,
         max_obs_tokens: int | None = None,
         max_total_tokens: int | None = None,
         max_response_tokens: int | None | bool = None,
@@ -158,8 +168,13 @@ class TIREnv(gym.Env):
                                                      max_response_tokens is None
                                                      else max_response_tokens)
         check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
+        check_positive_number(unit="seconds", allow_none=True, max_tool_seconds=max_tool_seconds)
         self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
-        self.max_calls_per_turn = max_calls_per_turn
+        self.max_calls_per_turn = MAX_CALLS_PER_TURN if max_calls_per_turn is None \
+            else max_calls_per_turn
+        self.max_tool_seconds = MAX_TOOL_SECONDS if max_tool_seconds is None \
+            else float(max_tool_seconds)
+        self._tool_seconds = 0.0  # spent by the running episode's calls
         if not isinstance(use_tools, bool):
             raise TypeError(f"use_tools must be True or False, got {use_tools!r}")
         self.use_tools = use_tools
@@ -341,6 +356,7 @@ class TIREnv(gym.Env):
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
             obs_token_budget=self.max_obs_tokens,
             frame=self.chat.frame if self.chat is not None else _unframed)
+        self._tool_seconds = 0.0
         self._done = False
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
         return obs, {**self.episode_info(), **self.limits.info()}
@@ -476,6 +492,9 @@ class TIREnv(gym.Env):
         if len(self.trajectory.turns) >= self.max_turns:
             turn.notes.append("max_turns reached: calls not executed")
             return []
+        if self._tool_seconds >= self.max_tool_seconds:
+            turn.notes.append("max_tool_seconds reached: calls not executed")
+            return []
         limit = self.max_calls_per_turn
         if limit is not None and len(calls) > limit:
             turn.notes.append(f"{len(calls) - limit} call(s) beyond max_calls_per_turn ignored")
@@ -508,14 +527,33 @@ class TIREnv(gym.Env):
             return ToolResult(self.exhausted_notice, Status.ERROR), {"exhausted": True}
         self.state.calls_used[tool.name] = used + 1
         start = time.perf_counter()
+        left = self.max_tool_seconds - self._tool_seconds
         try:
-            if tool.name not in self._sessions:
-                self._sessions[tool.name] = await tool.open_session(self.task)
-            result = await tool.call(call.arguments, self._sessions[tool.name])
+            async with asyncio.timeout(left) as scope:
+                if tool.name not in self._sessions:
+                    self._sessions[tool.name] = await tool.open_session(self.task)
+                result = await tool.call(call.arguments, self._sessions[tool.name])
+        except TimeoutError as exc:
+            if not scope.expired():
+                result = ToolResult.infra(f"the {tool.name} tool failed "
+                                          f"({describe_exception(exc)})")
+            else:
+                result = ToolResult(f"Error: {tool.name} was stopped: the episode's tools ran "
+                                    f"for max_tool_seconds={self.max_tool_seconds:g} s",
+                                    Status.TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - a tool's own failure is infrastructure
-            result = ToolResult.infra(f"the {tool.name} tool failed ({type(exc).__name__}: {exc})")
+            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the caller's own cancellation (its deadline, a shutdown)
+            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
+        except (SystemExit, GeneratorExit) as exc:  # a tool class letting its code's exit out
+            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
+        elapsed = time.perf_counter() - start
+        self._tool_seconds += elapsed
         if not result.latency_s:
-            result.latency_s = time.perf_counter() - start
+            result.latency_s = elapsed
         return result, {"executed": True}
 
     def _finish_turn(self, act: _Action, outcomes: list[tuple[ToolResult, dict[str, Any]]]):
@@ -544,6 +582,8 @@ class TIREnv(gym.Env):
             truncated, traj.stop_reason = True, "max_turns"
         elif self._tokens_left() <= 0:
             truncated, traj.stop_reason = True, "max_tokens"
+        elif self._tool_seconds >= self.max_tool_seconds:
+            truncated, traj.stop_reason = True, "max_time"
         if terminated or truncated:
             traj.terminated, traj.truncated = terminated, truncated
             self._done = self.state.done = True

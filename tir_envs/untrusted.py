@@ -154,3 +154,47 @@ def lone_surrogate(value: object) -> str | None:
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
     return None
+
+
+#: how control tokens are spelled across the chat families: ``<|im_end|>``-style (ChatML,
+#: Llama 3, Qwen, GLM, Phi), ``<｜end▁of▁sentence｜>``-style (DeepSeek), tag words
+#: (``<start_of_turn>``, ``</s>``, ``<tool_call>``, ``<think>``) and bracket words (``[INST]``,
+#: ``[TOOL_RESULTS]``)
+_CONTROL_SPELLING = re.compile(r"<\|[^<>|\s]{1,64}\|>|<｜[^<>｜]{1,64}｜>|</?[A-Za-z_]{1,32}>"
+                               r"|\[/?[A-Z_]{2,32}\]")
+
+
+def _first_escaped(match: re.Match) -> str:
+    text = match.group()
+    return f"\\u{ord(text[0]):04x}{text[1:]}"
+
+
+def escape_third_party(text: str, tokenizer=None) -> str:
+    """Text a third party wrote that reaches a prompt through an ordinary encode (an MCP
+    server's tool names and descriptions, a remote env's first observation and metadata):
+    invisible characters escaped (``escape_controls``), and every spelling of a control token
+    -- of any family, and every added token of ``tokenizer`` when given -- written with its
+    first character as a visible escape (``<|im_end|>`` becomes ``\\u003c|im_end|>``), so no
+    encode can turn it into a control id.  Tool results need none of this: the env encodes
+    them as plain text (``Codec.encode_untrusted``)."""
+    text = _CONTROL_SPELLING.sub(_first_escaped, escape_controls(str(text)))
+    if tokenizer is not None:
+        for token in sorted(_added_vocab(tokenizer), key=len, reverse=True):
+            if len(token) > 1 and token in text:
+                text = text.replace(token, f"\\u{ord(token[0]):04x}{token[1:]}")
+    return text
+
+
+def escape_schema(value, tokenizer=None, depth: int = 0):
+    """``value`` (a JSON schema or any JSON) with every string, keys included, passed
+    through ``escape_third_party``; nesting past 64 levels is refused (``ValueError``)."""
+    if depth > 64:
+        raise ValueError("a third party's schema is nested deeper than 64 levels")
+    if isinstance(value, str):
+        return escape_third_party(value, tokenizer)
+    if isinstance(value, dict):
+        return {escape_third_party(str(k), tokenizer): escape_schema(v, tokenizer, depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_schema(v, tokenizer, depth + 1) for v in value]
+    return value

@@ -1,6 +1,8 @@
-"""The whole battery: the probes built on a task's gold (``probes``), then those that need none
-(``goldless``), registered in that order in one list, ``PROBES``."""
+"""The whole battery: the probes built on a task's gold (``probes``, then ``hostile``'s
+arguments a policy can choose to break a tool), then those that need none (``goldless``),
+registered in that order in one list, ``PROBES``."""
 
+from tir_envs.audit import hostile  # noqa: F401 - registers the hostile-argument probes
 from tir_envs.audit import goldless  # noqa: F401 - registers the gold-free probes
 from tir_envs.audit.probes import PROBES
 

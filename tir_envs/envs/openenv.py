@@ -17,12 +17,18 @@ Statuses are host-observed: the remote env rejecting or failing on the action (O
 ``timeout_s`` is ``timeout``; a lost connection, or the server out of capacity
 (``CAPACITY_REACHED``, ``FACTORY_ERROR``, ``SESSION_ERROR``), is ``infra_error`` and the
 trajectory is flagged.  Nothing an observation says changes a status.
+
+Everything the remote env writes is a third party's text: its observations (the first one, in
+the prompt, included), its action schema and its ``/metadata`` are escaped
+(``tir_envs.untrusted``) before the policy reads them, as every tool result is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import urllib.parse
 import urllib.request
 from typing import Any, Mapping
 
@@ -35,6 +41,7 @@ from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.tools.function import cap
 from tir_envs.tools.loop_thread import LoopThread
 from tir_envs.trajectory import Turn
+from tir_envs.untrusted import escape_schema, escape_third_party
 
 INSTRUCTIONS = ("You act in an environment. Take actions by calling the step tool; each call "
                 "returns the environment's observation. Continue until the environment says "
@@ -96,8 +103,10 @@ class Remote:
     """The env's connection to its OpenEnv server (one WebSocket session, on the shared loop
     thread); dropped after a failure and reopened at the next reset."""
 
-    def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float):
+    def __init__(self, base_url: str, timeout_s: float, connect_timeout_s: float,
+                 token: str | None = None):
         self.base_url, self.timeout_s = base_url, timeout_s
+        self._ws_base = _with_token(base_url, token)
         self.connect_timeout_s = connect_timeout_s
         self._client: Any = None
         self.broken: str | None = None
@@ -105,7 +114,7 @@ class Remote:
     async def reset(self, **kwargs: Any) -> Any:
         await self.drop()
         thread = _loop_thread()
-        self._client = _client_class()(base_url=self.base_url,
+        self._client = _client_class()(base_url=self._ws_base,
                                        connect_timeout_s=self.connect_timeout_s,
                                        message_timeout_s=self.timeout_s)
         self.broken = None
@@ -174,7 +183,8 @@ class OpenEnvEnv(TIREnv):
     ``url``: the server's base URL; or ``app``: an ASGI app (or ``"module:attr"``) this env
     starts on a free local port and stops at ``close``.  ``tasks``: optional questions shown
     before the first observation (default: one generic task).  ``timeout_s``: seconds per
-    remote step; ``instructions``: the system prompt's first paragraph.
+    remote step; ``instructions``: the system prompt's first paragraph.  ``token``: the
+    server's token (default ``$TIR_ENVS_TOKEN``), for a server that requires one.
     """
 
     env_id = "tir/OpenEnv-v0"
@@ -182,7 +192,7 @@ class OpenEnvEnv(TIREnv):
     def __init__(self, url: str | None = None, app: Any = None, tasks: Any = None,
                  tokenizer: Any = None, timeout_s: float = 60.0,
                  connect_timeout_s: float = 10.0, instructions: str = INSTRUCTIONS,
-                 **kwargs: Any):
+                 token: str | None = None, **kwargs: Any):
         reject_wiring(kwargs, "OpenEnvEnv", "Its one tool is the remote env's step.")
         if (url is None) == (app is None):
             raise ValueError("tir/OpenEnv-v0 needs url=... (a running OpenEnv server) or "
@@ -194,8 +204,9 @@ class OpenEnvEnv(TIREnv):
             url = self._local.url
         self.base_url = url.rstrip("/").replace("ws://", "http://", 1).replace(
             "wss://", "https://", 1)
-        schema, description = _describe_remote(self.base_url, connect_timeout_s)
-        self.remote = Remote(self.base_url, timeout_s, connect_timeout_s)
+        token = token or os.environ.get("TIR_ENVS_TOKEN") or None
+        schema, description = _describe_remote(self.base_url, connect_timeout_s, token)
+        self.remote = Remote(self.base_url, timeout_s, connect_timeout_s, token)
         tool = StepTool(self.remote, schema, description)
         self.first_observation: Any = None
         super().__init__(tokenizer=tokenizer,
@@ -214,7 +225,9 @@ class OpenEnvEnv(TIREnv):
         self.first_observation = result.observation
 
     def build_prompt(self, task: Task) -> str:
-        shown = json.dumps(self.first_observation, ensure_ascii=False, default=str)
+        shown = escape_third_party(cap(json.dumps(self.first_observation, ensure_ascii=False,
+                                                  default=str), MAX_OBSERVATION_CHARS),
+                                   self.tokenizer)
         question = f"{task.question}\n\nThe environment's first observation:\n{shown}"
         return super().build_prompt(Task(task.id, question, task.answer, task.meta))
 
@@ -239,22 +252,40 @@ class OpenEnvEnv(TIREnv):
             self._local = None
 
 
-def _describe_remote(base_url: str, timeout_s: float) -> tuple[dict[str, Any], str]:
+def _describe_remote(base_url: str, timeout_s: float,
+                     token: str | None = None) -> tuple[dict[str, Any], str]:
     """The remote env's action schema and a description, from ``/schema`` and ``/metadata``."""
     try:
-        schema = _get_json(f"{base_url}/schema", timeout_s)
+        schema = _get_json(f"{base_url}/schema", timeout_s, token)
     except Exception as exc:  # noqa: BLE001 - one clear error for every way it fails
         raise ConnectionError(f"cannot read {base_url}/schema (is an OpenEnv server running "
                               f"there?): {type(exc).__name__}: {exc}") from exc
     try:
-        meta: Mapping[str, Any] = _get_json(f"{base_url}/metadata", timeout_s)
+        meta: Mapping[str, Any] = _get_json(f"{base_url}/metadata", timeout_s, token)
     except Exception:  # noqa: BLE001 - metadata is optional
         meta = {}
-    description = (f"Take one action in the {meta.get('name', 'remote')} environment and get "
-                   f"its observation. {meta.get('description', '')}").strip()
-    return schema.get("action", {}), description
+    if not isinstance(meta, Mapping):
+        meta = {}
+    name = escape_third_party(str(meta.get("name", "remote"))[:200])
+    about = escape_third_party(str(meta.get("description", ""))[:2000])
+    description = (f"Take one action in the {name} environment and get its observation. "
+                   f"{about}").strip()
+    action = schema.get("action", {}) if isinstance(schema, Mapping) else {}
+    return escape_schema(action), description
 
 
-def _get_json(url: str, timeout_s: float) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - http(s)
+def _get_json(url: str, timeout_s: float, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s)
         return json.loads(response.read())
+
+
+def _with_token(base_url: str, token: str | None) -> str:
+    """``base_url`` with ``tir:TOKEN@`` before the host: OpenEnv's client cannot set headers,
+    and its WebSocket library sends a URL's user info as ``Basic`` auth (which
+    ``tir_envs.serving.guard`` accepts)."""
+    if not token:
+        return base_url
+    scheme, sep, rest = base_url.partition("://")
+    return f"{scheme}{sep}tir:{urllib.parse.quote(token, safe='')}@{rest}"

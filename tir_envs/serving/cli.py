@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import argparse
 
+from tir_envs.serving import guard
 from tir_envs.tools.search import serve_cli as retrieval_cli
+
+#: seconds a session may stay idle before the server ends it (its env or interpreter freed)
+IDLE_S = 600.0
 
 
 def add_parser(subparsers) -> None:
@@ -25,8 +29,11 @@ def add_parser(subparsers) -> None:
     mcp.add_argument("--tools", default="python",
                      help="comma-separated: python, search, sql (default python)")
     mcp.add_argument("--http", action="store_true", help="streamable HTTP at /mcp, not stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="--http: address to bind")
-    mcp.add_argument("--port", type=int, default=8765, help="--http: port")
+    guard.add_arguments(mcp, 8765)
+    mcp.add_argument("--max-sessions", type=int, default=32,
+                     help="--http: MCP sessions at once (each its own interpreter)")
+    mcp.add_argument("--idle-s", type=float, default=IDLE_S,
+                     help="--http: seconds before an idle session is ended")
     mcp.add_argument("--tool-timeout-s", type=float, help="seconds per call (default: each "
                                                           "tool's own)")
     mcp.add_argument("--backend", default="local", help="python sandbox backend (local, e2b, ray)")
@@ -44,10 +51,11 @@ def add_parser(subparsers) -> None:
                     help="an env constructor argument (VALUE parsed as JSON when it can be)")
     oe.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers your own env ids)")
-    oe.add_argument("--host", default="127.0.0.1", help="address to bind")
-    oe.add_argument("--port", type=int, default=8000, help="port")
+    guard.add_arguments(oe, 8000)
     oe.add_argument("--max-sessions", type=int, default=8,
                     help="concurrent WebSocket sessions (each its own env)")
+    oe.add_argument("--idle-s", type=float, default=IDLE_S,
+                    help="seconds before an idle session is ended (its env closed)")
     oe.set_defaults(func=run_openenv)
 
     from tir_envs.gateway import cli as gateway_cli  # argparse only: no server imported
@@ -69,14 +77,21 @@ def run_mcp(args: argparse.Namespace) -> int:
         if not sep or not Path(value).is_file():
             raise SystemExit(f"--sql-db {pair!r}: expected NAME=PATH of an existing database")
         databases[key] = Path(value)
+    config = guard.config_from_args(args) if args.http else None
+    if args.max_sessions < 1 or not args.idle_s > 0:
+        raise SystemExit("--max-sessions must be >= 1 and --idle-s > 0")
     tools = build_tools(names, timeout_s=args.tool_timeout_s, backend=args.backend,
                         retriever=args.retriever)
-    server, table = build_server(tools, databases or None)
+    server, table = build_server(tools, databases or None, max_owners=args.max_sessions,
+                                 idle_s=args.idle_s)
 
     async def serve() -> None:
         try:
             if args.http:
-                await server.run_streamable_http_async(host=args.host, port=args.port)
+                app = server.streamable_http_app(
+                    max_request_body_size=config.max_body_bytes, host=args.host,
+                    session_idle_timeout=args.idle_s, max_sessions=args.max_sessions)
+                await guard.serve_async(app, config, f"MCP tools ({', '.join(names)})")
             else:
                 await server.run_stdio_async()
         finally:
@@ -93,8 +108,6 @@ def run_mcp(args: argparse.Namespace) -> int:
 def run_openenv(args: argparse.Namespace) -> int:
     import importlib
 
-    import uvicorn
-
     from tir_envs.rollout.cli import parse_env_args
     from tir_envs.serving.openenv_server import build_app
 
@@ -102,6 +115,10 @@ def run_openenv(args: argparse.Namespace) -> int:
         importlib.import_module(module)
     if args.max_sessions < 1:
         raise SystemExit(f"--max-sessions {args.max_sessions}: must be >= 1")
-    app = build_app(args.env, parse_env_args(args.env_arg), args.max_sessions)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    if not args.idle_s > 0:
+        raise SystemExit(f"--idle-s {args.idle_s}: must be > 0")
+    config = guard.config_from_args(args)
+    app = build_app(args.env, parse_env_args(args.env_arg), args.max_sessions,
+                    idle_s=args.idle_s)
+    guard.serve(app, config, f"{args.env} over OpenEnv")
     return 0

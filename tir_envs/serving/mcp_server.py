@@ -20,6 +20,7 @@ which name classes imported inside ``build_server``.)
 
 
 import asyncio
+import time
 import weakref
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,18 +31,31 @@ from tir_envs.tools.base import Tool, ToolResult
 SERVABLE = ("python", "search", "sql")
 
 
+class Busy(Exception):
+    """Every session slot of the server is taken by an active client."""
+
+
 class SessionTable:
     """Tool sessions per MCP session: opened lazily, closed when the MCP session object goes
-    away (its connection ended) or at ``close_all``."""
+    away (its connection ended), when it has been idle ``idle_s`` seconds, or at
+    ``close_all``.  At most ``max_owners`` MCP sessions hold tool sessions at once."""
 
-    def __init__(self, tools: Mapping[str, Tool]):
+    def __init__(self, tools: Mapping[str, Tool], max_owners: int = 32,
+                 idle_s: float | None = None):
         self.tools = dict(tools)
+        self.max_owners, self.idle_s = max_owners, idle_s
         self._open: dict[int, dict[Any, Any]] = {}
+        self._last: dict[int, float] = {}
 
     async def session(self, owner: Any, tool: str, key: Any = None, task: Task | None = None):
         """The tool session of ``tool`` (and ``key``, e.g. a database) for MCP session
-        ``owner``, opened on first use."""
+        ``owner``, opened on first use (``Busy`` when ``max_owners`` others hold theirs)."""
+        now = time.monotonic()
+        await self._reap(now)
         table = self._open.get(id(owner))
+        if table is None and len(self._open) >= self.max_owners:
+            raise Busy(f"the server holds {self.max_owners} sessions already; try again later")
+        self._last[id(owner)] = now
         if table is None:
             table = self._open[id(owner)] = {}
             loop = asyncio.get_running_loop()
@@ -57,7 +71,15 @@ class SessionTable:
         if not loop.is_closed():
             loop.call_soon_threadsafe(lambda: loop.create_task(self.close_owner(owner_id)))
 
+    async def _reap(self, now: float) -> None:
+        if self.idle_s is None:
+            return
+        for owner_id, last in list(self._last.items()):
+            if now - last > self.idle_s:
+                await self.close_owner(owner_id)
+
     async def close_owner(self, owner_id: int) -> None:
+        self._last.pop(owner_id, None)
         for (tool, _), session in self._open.pop(owner_id, {}).items():
             try:
                 await self.tools[tool].close_session(session)
@@ -103,12 +125,13 @@ def result_of(result: ToolResult) -> Any:
 
 
 def build_server(tools: Mapping[str, Tool], databases: Mapping[str, Path] | None = None,
-                 name: str = "tir-envs") -> tuple[Any, SessionTable]:
+                 name: str = "tir-envs", max_owners: int = 32,
+                 idle_s: float | None = None) -> tuple[Any, SessionTable]:
     """An ``MCPServer`` offering ``tools`` (see the module docstring), and its session table."""
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.types import CallToolResult
 
-    table = SessionTable(tools)
+    table = SessionTable(tools, max_owners, idle_s)
     server = MCPServer(name, instructions="Sandboxed tools of tir-envs; every result carries "
                        "its host-observed status in structuredContent.status.")
     if "python" in tools:
@@ -116,14 +139,12 @@ def build_server(tools: Mapping[str, Tool], databases: Mapping[str, Path] | None
                                  "interpreter (variables persist between calls) and return "
                                  "what it prints, or the error.")
         async def python(code: str, ctx: Context) -> CallToolResult:
-            session = await table.session(connection_of(ctx), "python")
-            return result_of(await tools["python"].call({"code": code}, session))
+            return await _guarded_call(table, ctx, "python", {"code": code})
 
     if "search" in tools:
         @server.tool(description="Search the corpus; returns the top documents.")
         async def search(query: str, ctx: Context) -> CallToolResult:
-            session = await table.session(connection_of(ctx), "search")
-            return result_of(await tools["search"].call({"query": query}, session))
+            return await _guarded_call(table, ctx, "search", {"query": query})
 
     if "sql" in tools:
         catalog = dict(databases or _spider_catalog())
@@ -136,9 +157,18 @@ def build_server(tools: Mapping[str, Tool], databases: Mapping[str, Path] | None
                                             f"from {', '.join(sorted(catalog))}",
                                             _error_status()))
             task = Task(id=database, question="", meta={"db_path": str(catalog[database])})
-            session = await table.session(connection_of(ctx), "sql", database, task)
-            return result_of(await tools["sql"].call({"query": query}, session))
+            return await _guarded_call(table, ctx, "sql", {"query": query}, database, task)
     return server, table
+
+
+async def _guarded_call(table: SessionTable, ctx: Any, tool: str, arguments: dict[str, Any],
+                        key: Any = None, task: Task | None = None) -> Any:
+    """One call in the client's own session; a full server answers, it never raises."""
+    try:
+        session = await table.session(connection_of(ctx), tool, key, task)
+    except Busy as exc:
+        return result_of(ToolResult.infra(str(exc)))
+    return result_of(await table.tools[tool].call(arguments, session))
 
 
 def connection_of(ctx: Any) -> Any:

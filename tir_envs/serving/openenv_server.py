@@ -14,19 +14,33 @@ env per WebSocket session, up to ``max_sessions`` at once.  This module adapts t
   sequence): a client whose tokenizer differs must not send ids to this server.
 
 The env's async twins run on the server's event loop (``reset_async``/``step_async``), so
-concurrent sessions never wait on each other's tool calls.
+concurrent sessions never wait on each other's tool calls.  What would hold that loop runs
+beside it: a session's env is built on a worker thread at its first reset (at most
+``BUILDS_AT_ONCE`` at a time; ``/metadata`` and ``/state`` never build one), and a text
+action longer than ``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is
+tokenized (so tokenizing one stays bounded).  ``tir-envs serve openenv`` puts ``tir_envs.serving.guard`` in front (token,
+Origin allow-list, size caps) and ends sessions idle for ``--idle-s``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
 import uuid
 from typing import Any, Callable, Optional
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
+
+#: envs built at once by one server (building loads a tokenizer, a dataset, tools)
+BUILDS_AT_ONCE = 2
+#: characters a text action may have per token left in the episode's budget (no token of any
+#: vocabulary is longer), so a 12 MB text is refused before it is tokenized
+TEXT_CHARS_PER_TOKEN = 32
+_BUILDS = threading.BoundedSemaphore(BUILDS_AT_ONCE)
 
 
 class TokenAction(Action):
@@ -89,10 +103,21 @@ class TIREnvironment(Environment):
 
     def __init__(self, make_env: Callable[[], Any], env_id: str, pin: dict[str, Any]):
         super().__init__()
-        self.env = make_env().unwrapped
+        self._make_env = make_env
+        self.env: Any = None  # built at the first reset, off the loop (see the module)
         self.env_id, self.pin = env_id, pin
         self._state = TIRState(env_id=env_id)
-        self._stop_ids = stop_token_ids(self.env)
+        self._stop_ids: list[int] = []
+
+    async def _ensure_env(self) -> Any:
+        if self.env is None:
+            self.env = await asyncio.to_thread(self._build)
+            self._stop_ids = stop_token_ids(self.env)
+        return self.env
+
+    def _build(self) -> Any:
+        with _BUILDS:
+            return self._make_env().unwrapped
 
     # OpenEnv calls these when the server has no running loop to offer; ours always has one
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
@@ -106,6 +131,7 @@ class TIREnvironment(Environment):
     async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
                           index: Optional[int] = None, **kwargs: Any) -> TokenObservation:
         options = {"index": index} if index is not None else None
+        await self._ensure_env()
         obs, info = await self.env.areset(seed=seed, options=options)
         traj = self.env.trajectory
         self._state = TIRState(env_id=self.env_id, task_id=str(traj.task_id),
@@ -116,8 +142,11 @@ class TIREnvironment(Environment):
                          **kwargs: Any) -> TokenObservation:
         if action.text is not None and action.tokens:
             raise ValueError("send tokens or text, not both")
-        act: Any = action.text if action.text is not None else \
-            {"tokens": list(action.tokens), "logprobs": action.logprobs}
+        if self.env is None or self.env.trajectory is None:
+            raise ValueError("reset before step")
+        act: Any = {"tokens": list(action.tokens), "logprobs": action.logprobs}
+        if action.text is not None:
+            act = await self._text_action(action.text)
         obs, reward, terminated, truncated, info = await self.env.astep(act)
         self._state.step_count += 1
         self._state.turns = len(self.env.trajectory.turns)
@@ -125,6 +154,16 @@ class TIREnvironment(Environment):
         out.truncated = bool(truncated)
         out.turn_status = info["turn"].status or ""
         return out
+
+    async def _text_action(self, text: str) -> str:
+        """A text action, refused before it is tokenized when it is longer than any text that
+        can fit the tokens left (so tokenizing it on the loop stays bounded)."""
+        left = max(1, self.env.limits.max_new_tokens)
+        limit = TEXT_CHARS_PER_TOKEN * left
+        if len(text) > limit:
+            raise ValueError(f"the text action has {len(text):,} characters; with {left} "
+                             f"tokens left at most {limit:,} can fit: send fewer")
+        return text
 
     def _observation(self, ids: list[int], info: dict[str, Any], done: bool,
                      reward: Optional[float]) -> TokenObservation:
@@ -154,7 +193,8 @@ class TIREnvironment(Environment):
             readme_content=json.dumps({"tokenizer": self.pin}))
 
     def close(self) -> None:
-        self.env.close()
+        if self.env is not None:
+            self.env.close()
 
 
 def stop_token_ids(env: Any) -> list[int]:
@@ -175,9 +215,12 @@ def _run(coro):
     return run_sync(coro)
 
 
-def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_sessions: int = 8):
-    """OpenEnv's FastAPI app serving ``env_id`` (every session its own env)."""
+def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_sessions: int = 8,
+              idle_s: float | None = None):
+    """OpenEnv's FastAPI app serving ``env_id`` (every session its own env; a session idle
+    ``idle_s`` seconds is ended, its env closed)."""
     from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.types import ConcurrencyConfig
 
     from tir_envs.registry import make
     kwargs = dict(env_kwargs or {})
@@ -186,4 +229,5 @@ def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_session
     probe.close()
     factory = lambda: TIREnvironment(lambda: make(env_id, **kwargs), env_id, pin)  # noqa: E731
     return create_fastapi_app(factory, TokenAction, TokenObservation,
-                              max_concurrent_envs=max_sessions)
+                              concurrency_config=ConcurrencyConfig(
+                                  max_concurrent_envs=max_sessions, session_timeout=idle_s))

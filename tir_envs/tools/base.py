@@ -12,13 +12,36 @@ from typing import TYPE_CHECKING, Any
 
 from tir_envs.status import Status, ToolStatus
 
-__all__ = ["NOT_YOUR_FAULT", "SandboxUnavailable", "Status", "Tool", "ToolResult", "ToolStatus"]
+__all__ = ["NOT_YOUR_FAULT", "SandboxUnavailable", "Status", "Tool", "ToolResult", "ToolStatus",
+           "describe_exception", "short_message"]
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
 
 #: Appended to every infrastructure error the model reads: the failure was the host's.
 NOT_YOUR_FAULT = "This is not your fault."
+#: characters of an error message the model reads (one line; the rest is cut)
+ERROR_CHARS = 300
+
+
+def short_message(text: str, limit: int = ERROR_CHARS) -> str:
+    """``text`` on one line and at most ``limit`` characters: how every tool's error reads
+    (function, MCP and shipped tools alike), whatever the failure wrote."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3].rstrip() + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` in one short line (exception groups unwrapped to their
+    first member).  Never raises: a message that cannot become text is named as such."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - a __str__ that fails is the exception's own fault
+        message = "(its message could not be read)"
+    name = type(exc).__name__
+    return short_message(f"{name}: {message}" if message.strip() else name)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -44,6 +67,11 @@ class ToolResult:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+    @classmethod
+    def error(cls, what: str, **metadata: Any) -> "ToolResult":
+        """The call's own failure (``tool_error``): ``Error: <what>`` on one short line."""
+        return cls(f"Error: {short_message(what)}", Status.ERROR, metadata=dict(metadata))
 
     @classmethod
     def infra(cls, what: str, **metadata: Any) -> "ToolResult":

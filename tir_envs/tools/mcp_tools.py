@@ -8,12 +8,20 @@ ends with ``close()`` (or at exit): the server's life is the pool's, not an epis
 
 Statuses come from what the host saw, never from the text a tool returns:
 
+* arguments that do not fit the tool's input schema: ``ERROR`` before anything is sent, the
+  same one short line a function tool gives (``Error: <tool>: <problem>``);
 * the server answered, ``isError`` false: ``OK``; ``isError`` true: ``ERROR`` (the call failed:
-  bad arguments, the tool raised);
+  the tool raised);
 * no answer within ``timeout_s``: ``TIMEOUT`` (the request is cancelled; the server lives on);
-* the connection broke, the server died or refused, or answered with a protocol error:
-  ``INFRA_ERROR``, and the tools stay down (every later call is ``INFRA_ERROR`` at once) until
-  ``reconnect()``.
+* a stdio server that died during the call (on this input): ``ERROR`` for this call, the one
+  that killed it, and the server is restarted for the next call; an HTTP server that stopped
+  answering: ``INFRA_ERROR`` (it was the host's), and it is reconnected for the next call;
+* the server cannot be restarted (``max_restarts`` tries in a row, waiting 0.5 s, 1 s, 2 s...
+  between them): ``INFRA_ERROR``, the host's failure; ``reconnect()`` starts over.
+
+Everything the server writes is a third party's text: tool names must be plain identifiers
+(others are skipped, with a warning), and descriptions and schemas are escaped
+(``tir_envs.untrusted.escape_schema``) before any prompt shows them.
 
 A server's tools are stateless per episode (one connection serves every episode); a tool with
 per-episode state belongs in a function tool with a session (``tir_envs.tools.function``).
@@ -24,20 +32,29 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import re
 import shlex
 import tempfile
+import threading
 import time
+import warnings
 import weakref
 from typing import Any, Sequence
 
-from tir_envs.tools.base import Tool, ToolResult, Status
+from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
 from tir_envs.tools.function import MAX_RESULT_CHARS, cap
 from tir_envs.tools.loop_thread import LoopThread
+from tir_envs.tools.schema import check_arguments
+from tir_envs.untrusted import escape_schema, escape_third_party
 from tir_envs.validation import check_positive_number
 
 _LIVE: "weakref.WeakSet[McpTools]" = weakref.WeakSet()
 #: characters of the server's stderr quoted when it dies
 STDERR_TAIL = 400
+#: what a tool name from a server may be (a name is also what the policy writes)
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+#: the pydantic error's "For further information visit https://errors.pydantic.dev/..." lines
+_PYDANTIC_URL = re.compile(r"\n?[ \t]*For further information visit \S+")
 
 
 class McpTools:
@@ -50,7 +67,7 @@ class McpTools:
     def __init__(self, server: Any, *, timeout_s: float = 30.0,
                  connect_timeout_s: float = 30.0, include: Sequence[str] | None = None,
                  env: dict[str, str] | None = None, cwd: str | None = None,
-                 max_result_chars: int = MAX_RESULT_CHARS):
+                 max_result_chars: int = MAX_RESULT_CHARS, max_restarts: int = 3):
         check_positive_number(unit="seconds", timeout_s=timeout_s,
                               connect_timeout_s=connect_timeout_s)
         self.server = server
@@ -59,6 +76,12 @@ class McpTools:
         self.connect_timeout_s = float(connect_timeout_s)
         self.include = list(include) if include is not None else None
         self.max_result_chars = max_result_chars
+        self.max_restarts = max_restarts
+        self.restarts = 0           # successful restarts after the server died
+        self._failed_restarts = 0   # in a row
+        self._retry_at = 0.0        # no restart try before this (time.monotonic())
+        self._restart_lock = threading.Lock()
+        self._closed = False
         self._thread: LoopThread | None = None
         self._client: Any = None
         self._closer: asyncio.Event | None = None
@@ -77,7 +100,8 @@ class McpTools:
         naming the server when it cannot be reached)."""
         if self._tools is None:
             self._connect()
-            listed = self._thread.run(self._list(), self.connect_timeout_s)
+            listed = [t for t in self._thread.run(self._list(), self.connect_timeout_s)
+                      if _plain_name(t.name, self.server)]
             self._tools = [McpTool(self, t) for t in listed
                            if self.include is None or t.name in self.include]
             missing = sorted(set(self.include or ()) - {t.name for t in self._tools})
@@ -98,9 +122,12 @@ class McpTools:
         try:
             self._thread.run(self._open(), self.connect_timeout_s)
         except Exception as exc:  # noqa: BLE001 - one clear error for every way it fails
-            self.close()
+            if self._tools is None:  # a first connection: nothing to keep
+                self.close()
+            else:
+                self._shutdown()
             raise ConnectionError(f"cannot connect to the MCP server {self.server!r}: "
-                                  f"{_describe(exc)}{self._stderr_tail()}") from exc
+                                  f"{describe_exception(exc)}{self._stderr_tail()}") from exc
         self._down = None
 
     async def _open(self) -> None:
@@ -123,7 +150,7 @@ class McpTools:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else
                                     ConnectionError(repr(exc)))
-            self._down = self._down or f"the MCP server connection ended ({_describe(exc)})"
+            self._down = self._down or f"the MCP server connection ended ({describe_exception(exc)})"
         finally:
             self._client = None
             if self._down is None and not self._closer.is_set():
@@ -149,12 +176,17 @@ class McpTools:
                 return tools
 
     def reconnect(self) -> None:
-        """Open a new connection after the server went down (the tool list is kept)."""
+        """Open a new connection after the server went down (the tool list is kept; the
+        count of failed restarts starts over)."""
+        self._closed = False
         self._shutdown()
         self._connect()
+        self._failed_restarts, self._retry_at = 0, 0.0
 
     def close(self) -> None:
-        """Close the connection (a stdio server is stopped) and the loop thread.  Idempotent."""
+        """Close the connection (a stdio server is stopped) and the loop thread.  Idempotent;
+        calls after it are ``INFRA_ERROR`` (no restart) until ``reconnect()``."""
+        self._closed = True
         self._shutdown()
         if self._thread is not None:
             self._thread.stop()
@@ -181,11 +213,19 @@ class McpTools:
             pass
 
     # ------------------------------------------------------------------ calls
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(self, name: str, arguments: dict[str, Any],
+                   parameters: dict[str, Any] | None = None) -> ToolResult:
         """Call tool ``name``; the status is what the host saw (see the module docstring)."""
+        if parameters is not None:
+            problem = check_arguments(arguments, parameters,
+                                      allow_unknown=parameters.get("additionalProperties")
+                                      is not False)
+            if problem:
+                return ToolResult.error(f"{name}: {problem}", bad_arguments=True)
         if self._down is not None or self._client is None or self._thread is None:
-            return ToolResult.infra(self._down or "the MCP server is not connected",
-                                    server=str(self.server))
+            down = await self._restart()
+            if down is not None:
+                return ToolResult.infra(down, server=str(self.server))
         start = time.perf_counter()
         try:
             result = await self._thread.submit(self._client.call_tool(name, arguments),
@@ -193,13 +233,46 @@ class McpTools:
         except asyncio.TimeoutError:
             return ToolResult(f"Error: the {name} tool timed out after {self.timeout_s:g} s",
                               Status.TIMEOUT, time.perf_counter() - start)
-        except Exception as exc:  # noqa: BLE001 - a broken connection or a protocol error
-            self._down = self._down or f"the MCP server failed ({_describe(exc)})"
-            return ToolResult.infra(f"the MCP server failed during {name} "
-                                    f"({_describe(exc)})", server=str(self.server))
-        text = cap(_content_text(result.content), self.max_result_chars)
+        except Exception as exc:  # noqa: BLE001 - the connection broke during this call
+            self._down = self._down or f"the MCP server failed ({describe_exception(exc)})"
+            if isinstance(self.target, str):  # a URL: an unreachable server is the host's
+                return ToolResult.infra(f"the MCP server failed during {name} "
+                                        f"({describe_exception(exc)})", server=str(self.server))
+            return ToolResult.error(f"{name}: the MCP server stopped answering during this "
+                                    f"call ({describe_exception(exc)}); it is restarted for "
+                                    "the next call", server_died=True)
+        text = _content_text(result.content)
+        if result.is_error:
+            text = _PYDANTIC_URL.sub("", text)
         status = Status.ERROR if result.is_error else Status.OK
-        return ToolResult(text, status, time.perf_counter() - start)
+        return ToolResult(cap(text, self.max_result_chars), status, time.perf_counter() - start)
+
+    async def _restart(self) -> str | None:
+        """Reconnect a server that went down (``None``), or why it stays down: ``max_restarts``
+        failed tries in a row, or the backoff after the last failed one not over yet."""
+        if self._closed or self._tools is None:
+            return "the MCP server is not connected" + (" (closed)" if self._closed else "")
+        if self._failed_restarts >= self.max_restarts:
+            return (f"{self._down or 'the MCP server is down'}; {self.max_restarts} restarts "
+                    "failed in a row")
+        if time.monotonic() < self._retry_at:
+            return f"{self._down or 'the MCP server is down'}; restarting it failed"
+        return await asyncio.get_running_loop().run_in_executor(None, self._restart_now)
+
+    def _restart_now(self) -> str | None:
+        with self._restart_lock:  # one restart at a time; callers behind it find it done
+            if self._down is None and self._client is not None:
+                return None
+            try:
+                self._shutdown()
+                self._connect()
+            except Exception as exc:  # noqa: BLE001 - it stays down, for a while
+                self._failed_restarts += 1
+                self._retry_at = time.monotonic() + min(30.0, 0.5 * 2 ** self._failed_restarts)
+                self._down = f"the MCP server cannot be restarted ({describe_exception(exc)})"
+                return self._down
+            self._failed_restarts, self.restarts = 0, self.restarts + 1
+            return None
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -219,8 +292,10 @@ class McpTool(Tool):
     def __init__(self, source: McpTools, listed: Any):
         self.source = source
         self.name = listed.name
-        self.description = listed.description or listed.name
-        self.parameters = dict(listed.input_schema or {"type": "object", "properties": {}})
+        self.description = escape_third_party(listed.description or listed.name)
+        self.parameters = escape_schema(dict(listed.input_schema or
+                                             {"type": "object", "properties": {}}))
+        self._raw_parameters = dict(listed.input_schema or {})
         self.schema = {"type": "function", "function": {
             "name": self.name, "description": self.description, "parameters": self.parameters}}
 
@@ -228,7 +303,7 @@ class McpTool(Tool):
         return f"McpTool({self.name!r} of {self.source.server!r})"
 
     async def call(self, arguments: dict[str, Any], session: Any = None) -> ToolResult:
-        return await self.source.call(self.name, arguments)
+        return await self.source.call(self.name, arguments, self._raw_parameters)
 
 
 def _target(server: Any, env: dict[str, str] | None, cwd: str | None) -> Any:
@@ -250,6 +325,16 @@ def _target(server: Any, env: dict[str, str] | None, cwd: str | None) -> Any:
                     f"or mcp.StdioServerParameters; got {server!r}")
 
 
+def _plain_name(name: Any, server: Any) -> bool:
+    """Whether a listed tool's name is a plain identifier (else it is skipped, with a
+    warning: a name is shown in the prompt and written by the policy)."""
+    if isinstance(name, str) and TOOL_NAME.fullmatch(name):
+        return True
+    warnings.warn(f"the MCP server {server!r} offers a tool named {escape_third_party(name)!r}, "
+                  "which is no plain identifier; it is skipped", stacklevel=3)
+    return False
+
+
 def _content_text(content: Sequence[Any]) -> str:
     """The text a model reads from an MCP result's content blocks."""
     parts = []
@@ -260,14 +345,6 @@ def _content_text(content: Sequence[Any]) -> str:
         else:
             parts.append(f"[{getattr(block, 'type', 'content')} content]")
     return "\n".join(parts)
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line account of ``exc``, unwrapping exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    message = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 @atexit.register

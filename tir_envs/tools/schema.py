@@ -133,20 +133,28 @@ def function_schema(fn: Callable[..., Any], name: str | None = None,
         "parameters": parameters}}
 
 
-def check_arguments(arguments: dict[str, Any], parameters: dict[str, Any]) -> str | None:
+def check_arguments(arguments: dict[str, Any], parameters: dict[str, Any],
+                    allow_unknown: bool = False) -> str | None:
     """Why ``arguments`` do not fit ``parameters`` (a JSON object schema), or ``None``.
 
-    The checks a model's call needs before a function runs: unknown and missing names, and
-    each value's JSON type (an ``integer`` is not a ``bool``; a ``number`` may be an int)."""
-    props = parameters.get("properties", {})
+    The checks a model's call needs before a function runs: unknown (unless
+    ``allow_unknown``) and missing names, and each value's JSON type (an ``integer`` is not a
+    ``bool``; a ``number`` may be an int).  Keywords this check does not know (``$ref``,
+    ``pattern``...) are left to the tool: the check never refuses what a schema allows."""
+    if not isinstance(arguments, dict):
+        return f"the arguments must be a JSON object, got {_json_name(arguments)}"
+    props = parameters.get("properties", {}) if isinstance(parameters, dict) else {}
+    props = props if isinstance(props, dict) else {}
     unknown = sorted(set(arguments) - set(props))
-    if unknown:
+    if unknown and not allow_unknown:
         return (f"unknown argument(s) {unknown}; the parameters are "
                 f"{sorted(props) or 'none'}")
     missing = [k for k in parameters.get("required", []) if k not in arguments]
     if missing:
         return f"missing required argument(s) {missing}"
     for key, value in arguments.items():
+        if not isinstance(props.get(key), dict):
+            continue
         problem = _check_value(value, props[key])
         if problem:
             return f"argument {key!r}: {problem}"
@@ -167,16 +175,17 @@ _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
 def _check_value(value: Any, schema: dict[str, Any]) -> str | None:
     if value is None and "default" in schema and schema["default"] is None:
         return None
-    if "anyOf" in schema:
-        if all(_check_value(value, s) for s in schema["anyOf"]):
+    if isinstance(schema.get("anyOf"), list) and schema["anyOf"]:
+        if all(_check_value(value, s) for s in schema["anyOf"] if isinstance(s, dict)):
             return f"{value!r} matches none of the allowed types"
         return None
-    if "enum" in schema and value not in schema["enum"]:
+    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
         return f"{value!r} is not one of {schema['enum']}"
     kind = schema.get("type")
-    if kind and not _JSON_TYPES[kind](value):
-        return f"expected {kind}, got {_json_name(value)} {_short(value)}"
-    if kind == "array" and "items" in schema:
+    kinds = [k for k in (kind if isinstance(kind, list) else [kind]) if k in _JSON_TYPES]
+    if kinds and not any(_JSON_TYPES[k](value) for k in kinds):
+        return f"expected {' or '.join(kinds)}, got {_json_name(value)} {_short(value)}"
+    if kind == "array" and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             problem = _check_value(item, schema["items"])
             if problem:
@@ -192,7 +201,10 @@ def _json_name(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int past the text limit, a deep structure
+        return f"({type(value).__name__})"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
