@@ -11,10 +11,10 @@ TORCH  ?= torch==2.13.0
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
 VERL_VENV  ?= .venv-verl
 VERL_PY    := $(VERL_VENV)/bin/python
-VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py
+VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py tests/test_verl_launches.py
 TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
-TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py
+TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py tests/test_trl_ranks.py
 
 .PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
 
@@ -74,6 +74,7 @@ $(TRL_VENV)/.ready: pyproject.toml
 test-all: test
 	TIR_CHAT_MATRIX=full $(PY) -m pytest -q -p no:cacheprovider tests/test_chat_families.py
 	$(PY) -m pytest -q -p no:cacheprovider -m soak
+	$(VERL_PY) -m pytest -q -p no:cacheprovider -m full_launch tests/test_verl_launches.py
 
 test-verl: $(VERL_VENV)/.ready
 	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)

@@ -56,3 +56,29 @@ def full_commands(doc: str, marker: str) -> list[list[str]]:
     """Like ``commands``, the whole argv (environment assignments and the program included)."""
     return [shlex.split(line) for block in bash_blocks(doc) for line in _command_lines(block)
             if marker in line]
+
+
+
+def verl_cpu_scale(train_batch_size: int, ppo_mini_batch_size: int) -> list[str]:
+    """The one place the CPU runs of the verl launches scale them down, sizes and devices only:
+    one CPU "GPU", two samples per prompt, mini-batches of one prompt and as many prompts as
+    keep the launch's optimizer steps per batch (ToRL's 128 / 64: two), micro-batches of one.
+    docs/verl.md names this function; everything else (algorithm, lengths, agent file, env,
+    trainer mode) is the doc's own."""
+    steps = max(1, train_batch_size // ppo_mini_batch_size)
+    return [
+        "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+        f"data.train_batch_size={steps}", "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    ]
+
+
+def with_overrides(argv: list[str], overrides: list[str]) -> list[str]:
+    """``argv`` with each ``key=value`` of ``overrides`` replacing the same key (Hydra refuses a
+    key given twice), added where absent."""
+    keys = {o.split("=", 1)[0] for o in overrides}
+    return [a for a in argv if a.split("=", 1)[0] not in keys] + list(overrides)

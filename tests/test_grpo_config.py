@@ -67,6 +67,8 @@ def test_recipes_carry_their_papers_settings():
     assert "tool_penalty" not in verl.env.kwargs and verl.env.kwargs["wrong_reward"] == -1.0
     assert verl.algorithm.aggregation == "seq_mean"  # eq. 5: per-trajectory mean
     assert (verl.rollout.samples_per_task, verl.rollout.tasks_per_step) == (16, 128)
+    # Table 14 (VT-Math): max action length 2048, max response 3072
+    assert (verl.rollout.max_tokens, verl.env.kwargs["max_response_tokens"]) == (2048, 3072)
     # void masking is ZeroTIR's rule alone: the other papers train on (and punish) such episodes
     assert {name for name in RECIPES if load(name, "env.kwargs.retriever=/i",
                                              "data.loader_kwargs.db_dir=/d").algorithm.mask_void

@@ -75,6 +75,15 @@ def test_openrlhf_launches_parse_with_openrlhfs_own_parser():
     assert any(async_ for *_, async_ in seen)
 
 
+def test_every_ray_job_block_starts_its_cluster():
+    """``ray job submit`` talks to a running cluster's dashboard: each block that submits one
+    starts Ray first (``ray start --head``), so a block copied alone does not fail to connect."""
+    for doc in ("openrlhf.md", "verl.md"):
+        for block in bash_blocks(doc):
+            if "ray job submit" in block:
+                assert "ray start --head" in block.split("ray job submit")[0], (doc, block[:300])
+
+
 def test_openrlhf_parser_refuses_a_typo():
     pytest.importorskip("openrlhf")
     argv = openrlhf_launches()[0] + ["--rollout.n_samples_per_promt", "8"]

@@ -97,6 +97,32 @@ class EnvConfig:
             raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {list(YAML_KEYS)}")
         return cls(data["env_id"], data.get("env_kwargs") or {})
 
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, agent_name: str = "tir_agent") -> "EnvConfig":
+        """The env a trainer's own config file serves: a ``TIR_ENV_CONFIG`` file (a mapping
+        with ``env_id``, ``env_kwargs``) or a verl agent-loop file (a list of entries; the one
+        named ``agent_name``).  The dataset writers read the same file the trainer does, so the
+        rows' task ids come from the task set the trainer's env holds."""
+        import yaml
+
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"env config {str(path)!r}: no such file")
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            return cls.from_yaml(path)
+        entries = [e for e in data if isinstance(e, dict) and e.get("name") == agent_name]
+        if not entries:
+            names = [e.get("name") for e in data if isinstance(e, dict)]
+            raise ConfigError(f"{path}: no agent-loop entry named {agent_name!r} (entries: "
+                              f"{names}); the adapters' rows route to {agent_name!r}")
+        entry = entries[0]
+        if "env_id" not in entry:
+            raise ConfigError(f"{path}: entry {agent_name!r} names no env_id (it takes the env "
+                              f"from {ENV_ID}/{ENV_KWARGS} at run time); give the writer the "
+                              "same env with --env and --env-kwargs")
+        return cls(entry["env_id"], entry.get("env_kwargs") or {})
+
     def make(self, tokenizer: Any = None):
         """A new env.  ``tokenizer`` (the policy's, as the trainer hands it to the adapter) is
         used unless the configuration names one."""

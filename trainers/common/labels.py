@@ -70,9 +70,13 @@ def records(config: EnvConfig, tokenizer: Any = None, inline: bool = False,
     env = config.make(tokenizer)
     try:
         core = env.unwrapped
-        tasks = list(core.tasks)[:limit]
+        every = list(core.tasks)
+        tasks = every[:limit]
         check_training_tasks(tasks, f"{config.env_id} tasks={config.env_kwargs.get('tasks')!r}")
+        by_id = index_tasks(every)
         for task in tasks:
+            if not inline:  # refused now, not at the trainer's first step: an id must name one task
+                task_from_label(task_label(task), by_id)
             obs, _ = core.reset(options={"task": task})
             yield {"prompt": core.codec.decode(obs["tokens"].tolist()),
                    "label": task_label(task, inline)}

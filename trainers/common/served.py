@@ -11,9 +11,10 @@ serves episodes like the others, so no env is made just to read the task list.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tir_envs.rollout import EpisodeRunner
 from tir_envs.task import Task
@@ -51,14 +52,28 @@ class ServedEnv:
         """Episodes of ``tasks`` run concurrently, from synchronous code (a trainer's rollout
         hook), in order.  They run on this env's own event-loop thread, the same one every
         call, so the envs' tools always meet the loop they started on."""
+        return self.submit_batch(policy, tasks, **kwargs).result()
+
+    def submit_batch(self, policy: Any, tasks: Sequence[Task],
+                     on_done: Callable[[], None] | None = None,
+                     **kwargs: Any) -> concurrent.futures.Future:
+        """``run_batch`` without waiting: the caller's thread stays free (a trainer rank drives
+        its generation rounds there); ``on_done`` is called as each episode ends."""
+        async def one(task: Task) -> Trajectory:
+            try:
+                return await self.run(policy, task, **kwargs)
+            finally:
+                if on_done is not None:
+                    on_done()
+
         async def batch() -> list[Trajectory]:
-            return list(await asyncio.gather(*[self.run(policy, t, **kwargs) for t in tasks]))
+            return list(await asyncio.gather(*[one(t) for t in tasks]))
 
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=self._loop.run_forever, name=f"tir-{self.env_id}",
                              daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(batch(), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(batch(), self._loop)
 
 
 def served(config: EnvConfig, tokenizer: Any) -> ServedEnv:

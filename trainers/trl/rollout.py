@@ -68,7 +68,13 @@ def make_rollout_func(env_id: str, generate: Any = "transformers",
         key = id(trainer)
         if key not in policies:
             policies[key] = _policy(generate, trainer, tokenizer)
-        trajs = env.run_batch(policies[key], tasks, sampling=sampling or _sampling(trainer.args))
+        policy, params = policies[key], sampling or _sampling(trainer.args)
+        rounds = getattr(policy, "rounds", None)
+        if rounds is None:
+            trajs = env.run_batch(policy, tasks, sampling=params)
+        else:  # server mode, several ranks: this thread drives the rounds (trainers.trl.vllm)
+            trajs = rounds.drive(len(tasks), lambda: env.submit_batch(
+                policy, tasks, on_done=rounds.episode_done, sampling=params))
         return to_trl(trajs, tokenizer.pad_token_id)
 
     return rollout_func

@@ -84,13 +84,16 @@ class TIRAgentLoop(AgentLoopBase):
     """The agent loop for any ``tir/*`` env (see the module docstring).
 
     ``env_id`` / ``env_kwargs``: from the agent-loop YAML entry (Hydra passes its keys here);
-    without them, from ``TIR_ENV_ID`` / ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG``.  ``tools`` and
-    ``name`` (which verl's worker also passes) are not used: the env brings its own tools.
+    without them, from ``TIR_ENV_ID`` / ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG``.
+    ``max_action_tokens``: a cap on each generated action below ``response_length`` (a paper's
+    max action length, e.g. VerlTool's 2048 under a 3072-token response); default none.
+    ``tools`` and ``name`` (which verl's worker also passes) are not used: the env brings its
+    own tools.
     """
 
     def __init__(self, *args: Any, env_id: str | None = None,
                  env_kwargs: Mapping[str, Any] | None = None, tools: Any = None,
-                 name: str | None = None, **kwargs: Any):
+                 name: str | None = None, max_action_tokens: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         config = (EnvConfig(env_id, _plain(env_kwargs) or {}) if env_id
                   else EnvConfig.from_environ())
@@ -98,6 +101,10 @@ class TIRAgentLoop(AgentLoopBase):
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
         self.backend = str(self.rollout_config.name)
+        if max_action_tokens is not None and int(max_action_tokens) < 1:
+            raise ConfigError(f"max_action_tokens must be >= 1, got {max_action_tokens!r}")
+        self.max_action_tokens = min(self.response_length, int(max_action_tokens or
+                                                               self.response_length))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = self.env.task(_label(kwargs))
@@ -105,7 +112,7 @@ class TIRAgentLoop(AgentLoopBase):
         policy = VerlServerPolicy(self.server_manager, self.env.codec, sampling_params,
                                   self.backend, [] if eos is None else [eos])
         traj = await self.env.run(policy, task,
-                                  sampling=SamplingParams(max_tokens=self.response_length))
+                                  sampling=SamplingParams(max_tokens=self.max_action_tokens))
         return self.output(traj, task, policy, want_logprobs=bool(sampling_params.get("logprobs")))
 
     def output(self, traj: Trajectory, task: Any, policy: VerlServerPolicy,

@@ -7,7 +7,8 @@ task as JSON (the label format of ``trainers.common.labels``).  ``prompt`` holds
 rendered prompt as one user message, so verl's ``filter_overlong_prompts`` sees about the
 right length; ``agent_name`` routes every row to the ``tir_agent`` loop.
 
-    python -m trainers.verl.dataset --env tir/MathCode-v0 --tasks math500 --out train.parquet
+    python -m trainers.verl.dataset --env-config trainers/verl/configs/torl_math_agent.yaml \
+        --tokenizer /models/Qwen2.5-Math-1.5B --out data/torl.parquet
 """
 
 from __future__ import annotations
