@@ -84,15 +84,13 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run_openenv(args: argparse.Namespace) -> int:
-    import importlib
-
     import uvicorn
 
+    from tir_envs.registry import import_modules
     from tir_envs.rollout.cli import parse_env_args
     from tir_envs.serving.openenv_server import build_app
 
-    for module in args.imports:
-        importlib.import_module(module)
+    import_modules(args.imports)
     if args.max_sessions < 1:
         raise SystemExit(f"--max-sessions {args.max_sessions}: must be >= 1")
     app = build_app(args.env, parse_env_args(args.env_arg), args.max_sessions)
