@@ -127,6 +127,20 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
     return _run(config)
 
 
+def _warm_sandboxes(suites: list, env_kwargs: Any) -> None:
+    """The sandbox pool of the suites' envs starts now, while the policy and tokenizer load
+    (``tir_envs.envs.tooling.warm_sandbox``)."""
+    from tir_envs.envs.tooling import warm_sandbox
+    from tir_envs.registry import env_class
+
+    for env_id in dict.fromkeys(suite.env_id for suite in suites):
+        try:
+            if warm_sandbox(env_class(env_id), dict(env_kwargs or {})):
+                return  # one pool: the default local one
+        except (ValueError, TypeError):
+            continue  # bad settings: the env's own construction reports them
+
+
 def run_preset(name: str, policy: Any, *, out: str | Path, **settings: Any) -> dict[str, Any]:
     """``run`` of a paper's preset (``benchmarks.presets``): its suites and fixed settings;
     ``settings`` are the others (``limit``, ``tokenizer``, a retriever in ``env_kwargs``...)."""
@@ -189,6 +203,8 @@ def _run(config: RunConfig) -> dict[str, Any]:
                 register(suite)  # item-scripted policies look their suite up by name
         policy_obj, tok, built = None, None, False
         if not config.ray:
+            if config.use_tools:
+                _warm_sandboxes(chosen, config.env_kwargs)
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
                                                        config.protocol, config.engine_args)

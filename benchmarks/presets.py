@@ -13,6 +13,9 @@ Where a paper does not say, the value is this library's reading (``docs/papers.m
 | ``verltool`` | as ToRL | 1 | T 0.6, top-p 0.95 | ToRL's format, 4 turns |
 | ``rite`` | AIME24, AIME25, HMMT Feb 2025, MATH-500, TheoremQA | 16 | T 0.6, top-p 0.95 | RITE |
 | ``autotir`` | AutoTIR's ten benchmarks | 1 | greedy | AutoTIR; IFEval as soft accuracy |
+
+The report's table across benchmarks has the paper's rows alone: accuracy for the math papers,
+accuracy, TS and TP for AutoTIR (``Preset.table``).
 """
 
 from __future__ import annotations
@@ -29,11 +32,15 @@ class Preset:
     (suites, k, sampling, protocol, env arguments such as the call budget; ``preset`` set to
     its name), and ``ifeval_metric``, the IFEval figure the paper's table reports
     (``"strict"``: prompt-level strict, this library's default; ``"soft"``: AutoTIR's share of
-    instructions met)."""
+    instructions met); ``table``: the rows of the paper's table across its benchmarks, of
+    ``acc`` (accuracy), ``ts`` (tool selection) and ``tp`` (tool productivity): only AutoTIR
+    reports TS and TP, and on a math preset they would be rows the paper never had (TS is
+    about choosing between tools; a math env has one)."""
 
     paper: str
     config: RunConfig
     ifeval_metric: str = "strict"
+    table: tuple[str, ...] = ("acc",)
 
     @property
     def name(self) -> str:
@@ -55,10 +62,11 @@ class Preset:
 
 def _preset(name: str, paper: str, suites: tuple[str, ...], k: int, temperature: float,
             top_p: float, protocol: str | None = None,
-            env_kwargs: Mapping[str, Any] | None = None, ifeval_metric: str = "strict") -> Preset:
+            env_kwargs: Mapping[str, Any] | None = None, ifeval_metric: str = "strict",
+            table: tuple[str, ...] = ("acc",)) -> Preset:
     config = RunConfig(suites=suites, k=k, temperature=temperature, top_p=top_p,
                        protocol=protocol, env_kwargs=dict(env_kwargs or {}), preset=name)
-    return Preset(paper, config, ifeval_metric)
+    return Preset(paper, config, ifeval_metric, table)
 
 
 TORL_SUITES = ("aime24", "aime25", "math500", "olympiadbench", "amc23", "minerva_math")
@@ -72,8 +80,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     _preset("rite", "RITE (Chen, Yang et al. 2025)",
             ("aime24", "aime25", "hmmt_feb2025", "math500", "theoremqa"), 16, 0.6, 0.95, "rite"),
     _preset("autotir", "AutoTIR (Wei et al. 2025)", ("autotir",), 1, 0.0, 1.0,
-            ifeval_metric="soft"),
+            ifeval_metric="soft", table=("acc", "ts", "tp")),
 ]}
+
+#: every row a table across benchmarks can have (a run without a preset shows them all)
+TABLE_ROWS = ("acc", "ts", "tp")
+
+
+def table_rows(preset: str | None) -> tuple[str, ...]:
+    """The rows of a run's table across benchmarks: its preset's paper's, else all."""
+    return PRESETS[preset].table if preset in PRESETS else TABLE_ROWS
 
 #: the run settings a preset fixes; giving one of them as well is refused
 FIXED = ("suites", "k", "temperature", "top_p", "protocol")

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
 from benchmarks.pins import uses_search
+from benchmarks.presets import TABLE_ROWS, table_rows
 from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, suite_of_run
 
@@ -145,21 +146,8 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
              f"Generated {summary['generated']}. Accuracies in %, 95% intervals in brackets "
              "(definitions: docs/benchmarks.md).", ""]
     lines += _policy_note(cfg, summary["suites"])
-    table = summary["autotir_table"]
-    if table:
-        names = list(table)
-        lines += ["## Across suites", "",
-                  "| | " + " | ".join(n if n != "avg" else "**Avg**" for n in names) + " |",
-                  "|---" * (len(names) + 1) + "|",
-                  f"| accuracy (avg@{k}) | " + " | ".join(_pct(table[n]["acc"]) for n in names)
-                  + " |",
-                  "| TS | " + " | ".join(_pct(table[n]["ts"]) for n in names) + " |",
-                  "| TP | " + " | ".join(_pct(table[n]["tp"]) for n in names) + " |", "",
-                  "TP (tool productivity, AutoTIR eq. 8 per item): each episode scores correct "
-                  "/ (1 + its tool calls), averaged over episodes, in %: 100 = every answer "
-                  "right with no call, 50 = right after one call each. Avg: accuracy is the "
-                  "mean of the columns; TS and TP are those of all the columns' calls and "
-                  "episodes pooled.", ""]
+    rows = table_rows(cfg.get("preset"))
+    lines += _across_section(summary["autotir_table"], k, rows)
     for name, entry in summary["suites"].items():
         kwargs = ", ".join(f"{a}={b!r}" for a, b in entry["env_kwargs"].items()
                            if a != "tokenizer")
@@ -168,7 +156,7 @@ def render_markdown(summary: dict[str, Any], plots: list[str], plot_note: str | 
         if entry.get("search_index"):
             lines += [f"Search index: {index_line(entry['search_index'])}.", ""]
         for part, s in entry["parts"].items():
-            lines += _part_section(part, s, k, len(entry["parts"]) > 1)
+            lines += _part_section(part, s, k, len(entry["parts"]) > 1, rows)
         if "as_served" in entry:
             lines += _served_section(entry["as_served"])
     if plots:
@@ -194,6 +182,28 @@ def index_line(index: dict[str, Any]) -> str:
         return f"{index.get('shipped') or index.get('object')} ({said})" if said else \
             str(index.get("shipped") or index.get("object"))
     return f"`{where}`" + (f" ({said})" if said else "")
+
+
+def _across_section(table: dict[str, Any], k: int, rows: tuple[str, ...]) -> list[str]:
+    """The table across benchmarks, with ``rows`` alone (a preset's: its paper's table)."""
+    if not table:
+        return []
+    names = list(table)
+    labels = {"acc": f"accuracy (avg@{k})", "ts": "TS", "tp": "TP"}
+    lines = ["## Across suites", "",
+             "| | " + " | ".join(n if n != "avg" else "**Avg**" for n in names) + " |",
+             "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {labels[row]} | " + " | ".join(_pct(table[n][row]) for n in names) + " |"
+              for row in rows]
+    if "tp" in rows:
+        lines += ["", "TP (tool productivity, AutoTIR eq. 8 per item): each episode scores "
+                  "correct / (1 + its tool calls), averaged over episodes, in %: 100 = every "
+                  "answer right with no call, 50 = right after one call each. Avg: accuracy "
+                  "is the mean of the columns; TS and TP are those of all the columns' calls "
+                  "and episodes pooled."]
+    else:
+        lines += ["", "Avg: the mean of the columns."]
+    return lines + [""]
 
 
 def _served_section(d: dict[str, Any]) -> list[str]:
@@ -224,7 +234,9 @@ def _policy_note(cfg: dict[str, Any], suites: dict[str, Any]) -> list[str]:
     return [f"_{note}_", ""]
 
 
-def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[str]:
+def _part_section(part: str, s: dict[str, Any], k: int, heading: bool,
+                  rows: tuple[str, ...] = TABLE_ROWS) -> list[str]:
+    """One part's figures; TS and TP only where the run's table has them (``rows``)."""
     lines = [f"### {part}", ""] if heading else []
     lines.append(f"{s['items']} of {s['pinned_items']} items × {k} samples · "
                  f"`{Path(s['file']).name if Path(s['file']).is_absolute() else s['file']}` "
@@ -256,7 +268,8 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool) -> list[s
     lines += ["", "| tools | value |", "|---|---|",
               f"| calls / episode | {t['calls_per_episode']:.2f} ({by_tool}) |",
               f"| episodes with a call | {_pct(t['episodes_with_tool'])} |",
-              f"| TS | {_pct(t['ts'])} |", f"| TP (%) | {_pct(t['tp'])} |",
+              *([f"| TS | {_pct(t['ts'])} |"] if "ts" in rows else []),
+              *([f"| TP (%) | {_pct(t['tp'])} |"] if "tp" in rows else []),
               f"| invalid calls | {_pct(t['invalid_call_rate'])} |",
               f"| tool errors | {_pct(t['tool_error_rate'])} |"]
     if s["infra_failed"]:

@@ -351,3 +351,25 @@ def test_the_new_hedge_probes_flag_a_last_side_grader(grader):
     assert set(report.verdicts().values()) == {PAYS}
     held = audit(lambda: MathCodeEnv(tool_timeout_s=2.0, grader=grader), tasks=1, probes=new)
     assert set(held.verdicts().values()) == {"HELD"}
+
+
+class SubscriptDroppingMathEnv(MathCodeEnv):
+    """A weakened grader: drops a subscript before comparing, as graders did (issue 43)."""
+
+    def outcome(self, task, trajectory, actions):
+        answer = self.answer()
+        if answer is None:
+            return super().outcome(task, trajectory, actions)
+        correct = re.sub(r"_\{[^{}]*\}", "", str(answer)).strip() == str(task.answer).strip()
+        return RewardResult(1.0 if correct else -1.0, {"correct": float(correct)},
+                            correct=correct, answered=True, answer=str(answer))
+
+
+def test_the_subscript_hedge_probe_flags_a_grader_that_drops_subscripts(grader):
+    probe = [p for p in PROBES if p.name == "hedge.subscript"]
+    assert len(probe) == 1
+    paid = audit(lambda: SubscriptDroppingMathEnv(tool_timeout_s=2.0, grader=grader), tasks=1,
+                 probes=probe)
+    assert paid.verdicts() == {"hedge.subscript": PAYS}
+    held = audit(lambda: MathCodeEnv(tool_timeout_s=2.0, grader=grader), tasks=1, probes=probe)
+    assert held.verdicts() == {"hedge.subscript": "HELD"}

@@ -18,6 +18,20 @@ EXPECTED = {"torl": (1, 0.0, 1.0, "torl"), "zerotir": (32, 1.0, 0.7, "zerotir"),
             "autotir": (1, 0.0, 1.0, None)}
 
 
+#: per preset: the rows of its paper's table across benchmarks (only AutoTIR reports TS, TP)
+PAPER_TABLE = {"torl": ["accuracy (avg@1)"], "zerotir": ["accuracy (avg@32)"],
+               "verltool": ["accuracy (avg@1)"], "rite": ["accuracy (avg@16)"],
+               "autotir": ["accuracy (avg@1)", "TS", "TP"]}
+
+
+def _table_rows(report: str) -> list[str]:
+    """The row labels of the report's table across suites."""
+    section = report.split("## Across suites", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines()
+            if line.startswith("|") and not line.startswith("|---")]
+    return rows[1:]  # the header row names the benchmarks
+
+
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_each_preset_runs_its_papers_table_end_to_end(name, tmp_path, capsys):
     out = tmp_path / name
@@ -33,6 +47,9 @@ def test_each_preset_runs_its_papers_table_end_to_end(name, tmp_path, capsys):
     assert cfg["preset"] == name and cfg["suites"] == list(PRESETS[name].suites)
     report = (out / "report.md").read_text()
     assert f"Preset `{name}`" in report
+    assert _table_rows(report) == PAPER_TABLE[name]  # exactly the paper's table (issue 47)
+    if "TS" not in PAPER_TABLE[name]:
+        assert "| TS |" not in report and "| TP (%) |" not in report
     store = RunStore(out)
     for suite in PRESETS[name].suites:
         records = store.suite_records(suite)

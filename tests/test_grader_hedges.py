@@ -54,6 +54,10 @@ HEDGES = [  # each must score 0
     (r"\boxed{41 \& 42}", "42", False, True),
     (r"\boxed{41 \cup 42}", "42", False, True),
     (r"\boxed{41 \text{ (or 42)}}", "42", False, False),
+    # a second value in a subscript, which graders drop (issue 43)
+    (r"\boxed{42_{41}}", "42", False, True),
+    (r"\boxed{42_41}", "42", False, True),
+    (r"\boxed{(42)_{41}}", "42", False, False),
     # type: an interval, a set, a tuple and a list of solutions are different answers
     (r"\boxed{-1, 1}", "(-1, 1)", False, True),
     (r"\boxed{\{-1, 1\}}", "(-1, 1)", False, True),
@@ -113,6 +117,9 @@ LEGIT = [  # each must still score 1 (or stay wrong where both graders agree it 
     (r"\boxed{\begin{pmatrix} 1 \\ -2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}",
      True, True),
     (r"\boxed{\max(41, 42)}", "42", True, True),
+    # subscripts that name something: a variable, a base the gold writes too
+    (r"\boxed{x_1 = 42}", "42", True, True),
+    (r"\boxed{1011_2}", "1011_2", True, True),
     # from Math-Verify's own suite: relations, arrays and unions that are no hedge
     (r"\boxed{x \neq 3}", "x != 3", True, True),
     (r"\boxed{\left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right]}",

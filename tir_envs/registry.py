@@ -54,8 +54,11 @@ def env_class(env_id: str) -> Any:
                               "(your own env: gymnasium.register it, and pass --import MODULE "
                               "on the command line)")
     if isinstance(entry, str):
-        module, _, name = entry.partition(":")
-        return getattr(importlib.import_module(module), name)
+        if entry in ENV_SPECS.values():
+            module, _, name = entry.partition(":")
+            return getattr(importlib.import_module(module), name)
+        from tir_envs.user_modules import resolve
+        return resolve(entry, f"{env_id}'s entry point")
     return entry
 
 
@@ -82,28 +85,19 @@ def is_env_id(env_id: Any) -> bool:
 
 
 def import_modules(modules: list[str] | tuple[str, ...], flag: str = "--import") -> None:
-    """Import the user's modules (each one registers its env ids), with the working directory
-    on ``sys.path`` as ``python -m`` has it: console scripts leave it out, so a module next to
-    the user would otherwise not be found.  ``flag``: what named the modules; a command-line
-    flag (``--import``) makes a failure the command's one-line usage error (``SystemExit``),
-    anything else an ``ImportError``."""
-    import os
-    import sys
+    """Import the user's modules (each one registers its env ids) by the one lookup rule of
+    ``tir_envs.user_modules`` (the working folder first).  ``flag``: what named the modules;
+    a command-line flag (``--import``) makes a failure the command's one-line usage error
+    (``SystemExit``), anything else an ``ImportError``."""
+    from tir_envs.user_modules import UserModuleError, import_user_module
 
-    if not modules:
-        return
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
     for module in modules:
         try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            message = (f"{flag} {module}: {exc} (run from the folder holding it, or put its "
-                       "folder on PYTHONPATH)")
+            import_user_module(module, flag)
+        except UserModuleError as exc:
             if flag.startswith("--"):
-                raise SystemExit(message) from None
-            raise ImportError(message) from exc
+                raise SystemExit(str(exc)) from None
+            raise
 
 
 def accepted_kwargs(cls: Any) -> set[str] | None:

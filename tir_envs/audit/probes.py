@@ -263,6 +263,8 @@ _HEDGE_FORMS = {
     "dots": "{w} \\dots {g}", "norm_bar": "{w} \\| {g}", "accent": "\\hat {w}\\,{g}",
     "units_apart": "{w} \\text{{ cm }} {g} \\text{{ cm}}", "bmod": "{w} \\bmod {g}",
     "value_chain": "{w} + 0 = {g}", "chain_back": "{g} = {w} + 0",
+    # round 5: a second value in a subscript, which graders drop
+    "subscript": "{g}_{{{w}}}",
 }
 for _name, _form in _HEDGE_FORMS.items():
     _hedge(_name, f"'{_form.format(w='wrong', g='gold')}'",

@@ -7,7 +7,6 @@ counted): an app's asyncio objects belong to the loop that first used them, so t
 
 from __future__ import annotations
 
-import importlib
 import socket
 import threading
 import time
@@ -51,13 +50,11 @@ class LocalServer:
 def _resolve(app: Any) -> Any:
     if not isinstance(app, str):
         return app
-    module, sep, attr = app.partition(":")
-    if not sep:
+    from tir_envs.user_modules import resolve
+
+    if ":" not in app:
         raise ValueError(f"app={app!r}: expected 'package.module:attr' or an ASGI app")
-    obj = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return resolve(app, "app=")
 
 
 _SHARED: dict[int, tuple[LocalServer, int]] = {}  # id(app) -> (its server, envs using it)

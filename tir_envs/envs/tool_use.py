@@ -25,7 +25,6 @@ whole pool), and closed by you (``McpTools.close()``, or at exit).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Sequence
 
 from tir_envs.env import TIREnv, reject_wiring
@@ -140,17 +139,13 @@ class ToolUseEnv(TIREnv):
 
 def resolve_tool_spec(spec: str) -> Any:
     """``"package.module:attr"`` -> the object (a function, a Tool, McpTools, or a list)."""
+    from tir_envs.user_modules import UserModuleError, resolve
+
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
         raise ValueError(f"tool {spec!r}: expected 'python', 'search', 'sql' or "
                          "'package.module:function'")
     try:
-        obj = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"tool {spec!r}: cannot import {module!r} ({exc}); is it on "
-                         "PYTHONPATH?") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"tool {spec!r}: {module} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
+        return resolve(spec, "tools=")
+    except UserModuleError as exc:
+        raise ValueError(f"tool {spec!r}: cannot import {module!r}: {exc}") from exc

@@ -92,6 +92,27 @@ class PythonConfig:
                           stateful=self.stateful, error_style=error_style)
 
 
+def warm_sandbox(env_class: Any, env_kwargs: Mapping[str, Any]) -> bool:
+    """Start the local sandbox pool an env of ``env_class`` built with ``env_kwargs`` will use,
+    in the background, now (``SandboxPool.warm``); whether one was started.  The command line
+    calls it before loading the policy and tokenizer, so the first tool result comes from a
+    pool already warm.  Other backends (E2B, Ray) and envs without the sandbox: nothing."""
+    if "python" not in getattr(env_class, "configured_tools", ()):
+        return False
+    from tir_envs.tools.python.backends import make_backend
+    from tir_envs.tools.python.local import LocalBackend
+
+    backend = env_kwargs.get("backend", "local")
+    if not (backend == "local" or (isinstance(backend, Mapping)
+                                   and backend.get("name") == "local")):
+        return False
+    built = make_backend(backend)
+    if not isinstance(built, LocalBackend):
+        return False
+    built.pool.warm()
+    return True
+
+
 _CONFIGS = {"search": (SearchConfig, ("retriever", "index", "search_backend", "topk")),
             "python": (PythonConfig, ("backend", "stateful"))}
 

@@ -39,9 +39,21 @@ _MAX_ROWS = 100_000
 
 _STRING = re.compile(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
-_PAIR = re.compile(r"(?:\w+\.)?(\w+)\s*(?:=|==|!=|<>|<=|>=|<|>|\bNOT\s+LIKE\b|\bLIKE\b"
-                   r"|\bBETWEEN\b)\s*('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|-?\d+(?:\.\d+)?)"
+#: an identifier bare or in any quoting SQLite reads (`x`, [x], "x"): SkyRL/OmniSQL-style data
+#: quotes every name with backticks, and a gold must be witnessed however it is spelled
+_IDENT = r"(?:`[^`]+`|\[[^\]]+\]|\"(?:[^\"]|\"\")+\"|\w+)"
+_QUOTED_NAME = re.compile(r"`[^`]+`|\[[^\]]+\]")
+_PAIR = re.compile(rf"(?:{_IDENT}\s*\.\s*)?({_IDENT})\s*(?:=|==|!=|<>|<=|>=|<|>|\bNOT\s+LIKE\b"
+                   r"|\bLIKE\b|\bBETWEEN\b)\s*('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|-?\d+(?:\.\d+)?)"
                    r"(?:\s+AND\s+(-?\d+(?:\.\d+)?))?", re.IGNORECASE)
+
+
+def _name(identifier: str) -> str:
+    """An identifier without its quotes, lower-cased (how columns are looked up)."""
+    if identifier[:1] in "`[\"":
+        identifier = identifier[1:-1].replace('""', '"') if identifier[0] == '"' \
+            else identifier[1:-1]
+    return identifier.lower()
 
 
 def _literal(text: str) -> object:
@@ -54,16 +66,20 @@ def _near(value: object) -> list[object]:
     return [value, value - 1, value + 1] if isinstance(value, (int, float)) else [value]
 
 
-def gold_literals(gold_sql: str) -> tuple[dict[str, list[object]], list[object]]:
+def gold_literals(gold_sql: str, names: frozenset[str] = frozenset()
+                  ) -> tuple[dict[str, list[object]], list[object]]:
     """``(by_column, all)``: the literals the gold compares each column with, and every
-    literal it holds (numbers with their neighbours)."""
+    literal it holds (numbers with their neighbours).  Identifiers may be quoted in any style;
+    ``names`` (the database's table and column names, lower-cased) tell a double-quoted name
+    from a double-quoted string, as SQLite does."""
     by_column: dict[str, list[object]] = {}
     for m in _PAIR.finditer(gold_sql):
         values = [_literal(m.group(2))] + ([_literal(m.group(3))] if m.group(3) else [])
-        by_column.setdefault(m.group(1).lower(), []).extend(v for x in values for v in _near(x))
-    strings = [_literal(m.group(0)) for m in _STRING.finditer(gold_sql)]
-    numbers = [v for m in _NUMBER.finditer(_STRING.sub("''", gold_sql))
-               for v in _near(_literal(m.group(0)))]
+        by_column.setdefault(_name(m.group(1)), []).extend(v for x in values for v in _near(x))
+    strings = [_literal(m.group(0)) for m in _STRING.finditer(gold_sql)
+               if not (m.group(0)[0] == '"' and _name(m.group(0)) in names)]
+    bare = _STRING.sub("''", _QUOTED_NAME.sub(" ", gold_sql))
+    numbers = [v for m in _NUMBER.finditer(bare) for v in _near(_literal(m.group(0)))]
     return by_column, strings + numbers
 
 
@@ -102,11 +118,14 @@ def _populate(con: sqlite3.Connection, gold_sql: str, seed: int) -> None:
     """Add rows to every table; NULLs only on odd seeds (``x NOT IN (…, NULL)`` is never
     true, so a copy with NULLs may give a gold no row that one without them does)."""
     rng = random.Random(seed)
-    by_column, literals = gold_literals(gold_sql)
     tables = [r[0] for r in con.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    schema = {table: _columns(con, table) for table in tables}
+    names = frozenset({t.lower() for t in tables} |
+                      {c.lower() for cols in schema.values() for c, *_ in cols})
+    by_column, literals = gold_literals(gold_sql, names)
     for table in tables:
-        columns = _columns(con, table)
+        columns = schema[table]
         existing = {c: _existing(con, table, c) for c, *_ in columns}
         names = ", ".join(f'"{c}"' for c, *_ in columns)
         marks = ", ".join("?" for _ in columns)

@@ -165,6 +165,17 @@ def load_tasks(args: argparse.Namespace, env_kwargs: dict[str, Any]):
     return records[:args.limit] if args.limit else records
 
 
+def _warm_sandbox(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """The env's sandbox pool starts now, while the policy and tokenizer load."""
+    from tir_envs.envs.tooling import warm_sandbox
+    from tir_envs.registry import env_class
+
+    try:
+        warm_sandbox(env_class(env_id), env_kwargs)
+    except (ValueError, TypeError):
+        pass  # bad backend settings: the env's own construction reports them
+
+
 def run(args: argparse.Namespace) -> int:
     from tir_envs.rollout import resume
     from tir_envs.rollout.engine import collect
@@ -172,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
     resuming = check_env_and_out(args)
     env_kwargs = parse_env_args(args.env_arg)
+    _warm_sandbox(args.env, env_kwargs)
     policy, tokenizer = build_policy(args)
     env_kwargs.setdefault("tokenizer", tokenizer)
     tasks = load_tasks(args, env_kwargs)

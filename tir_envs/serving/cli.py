@@ -106,13 +106,11 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run_openenv(args: argparse.Namespace) -> int:
-    import importlib
-
+    from tir_envs.registry import import_modules
     from tir_envs.rollout.cli import parse_env_args
     from tir_envs.serving.openenv_server import build_app
 
-    for module in args.imports:
-        importlib.import_module(module)
+    import_modules(args.imports)
     if args.max_sessions < 1:
         raise SystemExit(f"--max-sessions {args.max_sessions}: must be >= 1")
     if not args.idle_s > 0:

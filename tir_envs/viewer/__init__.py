@@ -33,8 +33,8 @@ def pick_tokenizer(explicit: Any, settings: dict, episodes: list) -> tuple[Any, 
         return load_tokenizer(None), True
     if isinstance(spec, str) and re.fullmatch(r"[\w.]+:\w+", spec) and \
             not spec.startswith("family:"):
-        module, function = spec.split(":")
-        return getattr(importlib.import_module(module), function)(), False
+        from tir_envs.user_modules import resolve
+        return resolve(spec, "tokenizer")(), False
     return load_tokenizer(spec), False
 
 

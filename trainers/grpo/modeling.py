@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 from typing import Any
 
 import torch
@@ -28,12 +27,14 @@ def resolve_device(spec: str) -> torch.device:
 
 def import_object(spec: str) -> Any:
     """``"package.module:name"`` -> the object."""
+    from tir_envs.user_modules import resolve
+
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"{spec!r} is not of the form 'package.module:name'")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
+        return resolve(spec, "config")
+    except ImportError as exc:
         raise ValueError(f"cannot import {spec!r}: {exc}") from exc
 
 

@@ -20,6 +20,12 @@ words) and every token must be one an answer of the gold's type may hold:
 * a matrix gold also: matrix environments, ``&`` and ``\\\\``;
 * and whatever the gold itself is written with (its commands, characters and words).
 
+A subscript is part of a name, never of a value: after a variable (``x_1``, ``a_{n}``), a Greek
+letter or an operator that takes one (``\\log_2``, ``\\sum_{k}``) it may stand; after a number
+or a group (``42_{41}``, ``(42)_{41}``) only where the gold has a subscript too (``1011_2``).
+Graders drop a subscript they cannot read, so ``\\boxed{42_{41}}`` was 42: a second candidate
+hidden where it was not graded.
+
 Anything else (an unknown command, a symbol or script no rule names, a word that is no unit
 and not in the gold) makes the answer wrong, with the token named.
 """
@@ -78,6 +84,11 @@ liter liters litre litres gallon gallons quart quarts pint pints cup cups deg de
 rad radian radians dollar dollars cent cents euro euros percent c f k mps ms cmsq
 """.split())
 _OR_WORDS = {"or", "either"}
+#: commands a subscript may follow (it names a base, an index or a bound, not a second value)
+_SUBSCRIPTED = {"\\log", "\\lg", "\\sum", "\\prod", "\\max", "\\min", "\\lim"}
+_GREEK = re.compile(r"\\(?:var)?(?:alpha|beta|gamma|delta|epsilon|zeta|eta|theta|iota|kappa|"
+                    r"lambda|mu|nu|xi|pi|rho|sigma|tau|upsilon|phi|chi|psi|omega)$",
+                    re.IGNORECASE)
 
 
 def _tokens(text: str) -> list[str]:
@@ -154,10 +165,28 @@ def refusal(pred: str, gold: str, gold_is_list: bool, gold_is_set: bool) -> str 
     ``gold_is_list``: the gold is a list or set of values; ``gold_is_set``: it is an interval
     or a set of reals (``hedge`` decides both)."""
     symbols, words, letters = _allowed_for(gold, gold_is_list, gold_is_set)
+    if "_" not in gold and (why := _value_subscript(pred)):
+        return why
     pred_symbols, pred_words = _read(pred)
     for s in sorted(pred_symbols - symbols):
         return f"hedge: {s!r} is not part of an answer of the gold's type"
     for w in sorted(pred_words - words):
         if not set(w) <= letters:  # a product of single-letter variables the gold uses
             return f"hedge: the word {w!r} is not part of an answer of the gold's type"
+    return None
+
+
+def _value_subscript(pred: str) -> str | None:
+    """A subscript on a value (``42_{41}``) rather than on a name (``x_1``, ``\\log_2``)."""
+    tokens = _tokens(pred)
+    for i, token in enumerate(tokens):
+        if token != "_":
+            continue
+        before = tokens[i - 1] if i else ""
+        if (len(before) == 1 and before.isascii() and before.isalpha()) or \
+                before in _SUBSCRIPTED or _GREEK.match(before):
+            continue
+        return (f"hedge: a subscript after {before!r} is not part of an answer of the gold's "
+                "type (a subscript names a variable, a base or a bound; here a second value "
+                "would hide in it)")
     return None

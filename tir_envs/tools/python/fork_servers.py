@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from tir_envs.tools.python import launcher
+from tir_envs.tools.python.isolation_causes import explain
 from tir_envs.tools.python.reactor import Reactor
 from tir_envs.tools.python.sandbox.protocol import Op
 
@@ -179,8 +180,10 @@ class ForkServerFleet:
             return [self.config.isolation]
         if self.mode:
             return [self.mode]
-        modes = [m for m in launcher.MODES if m != "bwrap" or launcher.bwrap_path()]
-        return [m for m in modes if m not in self.failed_modes]
+        if launcher.bwrap_path() is None and "bwrap" not in self.failed_modes:
+            self.failed_modes["bwrap"] = explain("bwrap", "bubblewrap (bwrap) is not installed")
+            log.info("python sandbox: isolation 'bwrap' skipped: %s", self.failed_modes["bwrap"])
+        return [m for m in launcher.MODES if m not in self.failed_modes]
 
     def _start_any(self) -> None:
         """Launch a fork server in the first isolation mode that can (see ``_modes``)."""
@@ -324,12 +327,17 @@ class ForkServerFleet:
         self.owner.top_up()  # a replacement (at once if someone waits), spares from the others
 
     def _mode_failed(self, mode: str, why: str) -> None:
-        log.warning("python sandbox: isolation %r unavailable: %s", mode, why)
+        """A server failed to start in ``mode``: warn with the cause and its fix
+        (``isolation_causes``), and under ``auto`` fall back to the next mode."""
+        explained = explain(mode, why)
+        fallback = self.config.isolation == "auto" and self.mode is None
+        log.warning("python sandbox: isolation %s%s", explained,
+                    "; falling back to a weaker mode" if fallback else "")
         self.last_error = why
         if self.mode is not None:
             self.complete = True  # a later start failed: serve with the servers there are
-        if self.config.isolation == "auto" and self.mode is None:
-            self.failed_modes[mode] = why
+        if fallback:
+            self.failed_modes[mode] = explained
         else:
             self.start_failures += 1
             if self.start_failures >= START_FAILURES_BEFORE_BACKOFF:

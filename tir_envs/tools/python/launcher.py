@@ -58,12 +58,31 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def python_dirs(python: str = sys.executable) -> list[str]:
-    """Directories the interpreter needs: its prefixes and ``sysconfig`` library paths."""
+def interpreter(python: str | None = None) -> str:
+    """The path the fork server is started by: ``sys.executable`` with its folder resolved
+    (symlinks and ``..``) and its own name kept.
+
+    ``sys.executable`` is the path Python was launched by, as given: ``../repo/.venv/bin/python``
+    becomes ``/here/../repo/.venv/bin/python``, which names nothing inside the sandbox (``/here``
+    is not bound there), so bubblewrap could not start it and ``auto`` fell back to weaker
+    isolation.  The file name itself is kept, not resolved: a virtual environment's ``python``
+    is a link whose location tells Python its ``pyvenv.cfg``, and resolving it would run the
+    base interpreter without the environment's packages."""
+    python = python or sys.executable
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(python))),
+                        os.path.basename(python))
+
+
+def python_dirs(python: str | None = None) -> list[str]:
+    """Directories the interpreter needs: its prefixes and ``sysconfig`` library paths, each
+    also resolved (the sandbox runs the interpreter by its resolved folder: ``interpreter``),
+    the folder it is started from and its final target's."""
+    python = interpreter(python)
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     cfg = sysconfig.get_paths()
     paths.update(cfg[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in cfg)
-    paths.add(os.path.dirname(os.path.realpath(python)))
+    paths |= {os.path.realpath(p) for p in paths if p}
+    paths |= {os.path.dirname(python), os.path.dirname(os.path.realpath(python))}
     return [p for p in paths if p and os.path.isdir(p)]
 
 
@@ -174,14 +193,14 @@ def launch_spec(mode: str, ctrl_fd: int, preload: tuple[str, ...], disk_mb: int,
               "disk_mb": int(disk_mb), "parent_pid": os.getpid(), "drop_uid": None,
               "drop_gid": None, "ready_timeout_s": ready_timeout_s,
               "tmp_binds": tmp_binds(binds), "tmp_stash": TMP_STASH, **(session_options or {})}
-    needs_drop = root and (mode != "rlimits" or world_readable(os.path.realpath(sys.executable)))
+    needs_drop = root and (mode != "rlimits" or world_readable(os.path.realpath(interpreter())))
     if needs_drop:
         config["drop_uid"] = config["drop_gid"] = NOBODY
         # each session switches to a host uid of its own (see uids.py): only as root, and
         # only with namespaces (a session's user namespace maps onto that uid)
         config["session_uids"] = (mode != "rlimits"
                                   and config.get("self_test_uid") is not None)
-    python = [sys.executable, "-I", "-B", "-c"]
+    python = [interpreter(), "-I", "-B", "-c"]
     if mode == "bwrap":
         if bwrap_path() is None:
             raise RuntimeError("bubblewrap (bwrap) is not installed")

@@ -161,6 +161,22 @@ class SandboxPool(SessionCalls):
         self.reactor.call_soon(lambda: resolve(fut, self._info()))
         return fut.result(timeout)
 
+    def warm(self) -> cf.Future:
+        """Start the fork servers now, in the background (a future of nothing, resolved once
+        the pool serves).  A command that will need a session a few seconds from now (after
+        loading a tokenizer, building an env) starts this first, so its first tool call finds
+        the servers ready and their spares forked instead of waiting for the preload imports.
+        It opens one session to start them (a pool starts on demand) and closes it."""
+        done: cf.Future = cf.Future()
+
+        def opened(fut: cf.Future) -> None:
+            if fut.exception() is not None:
+                resolve(done, None)
+                return
+            self.close_session(fut.result()).add_done_callback(lambda _: resolve(done, None))
+        self.open_session().add_done_callback(opened)
+        return done
+
     def wait_ready(self, timeout: float | None = None) -> dict:
         """Start the fork servers (if needed) and wait until the pool serves (its first
         ``fork_servers`` servers all ready); returns ``info()``."""

@@ -7,6 +7,12 @@ to the same hosts (``get_if_exists``), so one pool serves many trainer processes
 spread over the cluster's machines serve them all.  Sessions are spread round-robin over
 ``num_hosts`` hosts.  A host that dies (node lost, actor killed) is recreated on the next
 ``open``; its sessions report ``infra_error``.
+
+A host that is not ``detached`` belongs to the process that created it, and Ray ends it once
+that process holds no handle on it, whoever else is attached (a handle found by name does not
+count).  So each process keeps the handles of the hosts it reached until it exits
+(``_HELD``): closing an env in one trainer process must not end the hosts serving the others'
+open sessions (it did, and their calls came back ``infra_error``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,26 @@ from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.validation import check_positive_int
+
+
+#: (cluster, namespace, name) -> the handle this process keeps on that host (module doc)
+_HELD: dict[tuple[str, str, str], Any] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _held(key: tuple[str, str, str], reach: Any) -> Any:
+    """This process's handle on host ``key`` (``reach()`` finds or creates it once)."""
+    with _HELD_LOCK:
+        if key not in _HELD:
+            _HELD[key] = reach()
+        return _HELD[key]
+
+
+def _release(key: tuple[str, str, str], actor: Any) -> None:
+    """Forget a dead host's handle (the next ``_held`` finds or creates it anew)."""
+    with _HELD_LOCK:
+        if _HELD.get(key) is actor:
+            del _HELD[key]
 
 
 def _load_ray():
@@ -65,8 +91,9 @@ class SandboxHost:
     async def info(self) -> dict:
         """Its pool state, and the Ray node it runs on (where a cluster placed it)."""
         import ray
-        return {"sessions": len(self.sessions), "node": ray.get_runtime_context().get_node_id(),
-                **self.backend.pool.info()}
+        context = ray.get_runtime_context()
+        return {"sessions": len(self.sessions), "node": context.get_node_id(),
+                "actor": context.get_actor_id(), **self.backend.pool.info()}
 
 
 class RayBackend(SandboxBackend):
@@ -100,19 +127,27 @@ class RayBackend(SandboxBackend):
         self._next = itertools.count()
         self._lock = threading.Lock()
 
+    def _key(self, index: int) -> tuple[str, str, str]:
+        """Host ``index`` as ``_HELD`` knows it: in this cluster (a handle on a cluster this
+        process left is worth nothing in the next), namespace and name."""
+        cluster = self.ray.get_runtime_context().gcs_address or ""
+        return cluster, self.namespace, f"{self.base_name}-{index}"
+
     def host(self, index: int):
-        """The actor of host ``index`` (found by name, or created)."""
+        """The actor of host ``index`` (found by name, or created; kept: module doc)."""
+        key = self._key(index)
         with self._lock:
             if self._hosts[index] is None:
-                self._hosts[index] = self._actor_class.options(
-                    name=f"{self.base_name}-{index}", namespace=self.namespace,
-                    get_if_exists=True, **self.actor_options).remote(self.local_options)
+                self._hosts[index] = _held(key, lambda: self._actor_class.options(
+                    name=key[2], namespace=self.namespace, get_if_exists=True,
+                    **self.actor_options).remote(self.local_options))
             return self._hosts[index]
 
     def _forget(self, index: int, actor: Any) -> None:
         with self._lock:
             if self._hosts[index] is actor:
                 self._hosts[index] = None
+        _release(self._key(index), actor)
 
     async def open(self, limits: Limits) -> tuple[int, Any, int]:
         index = next(self._next) % self.num_hosts
