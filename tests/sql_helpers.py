@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from tir_envs.data.spider import spider_databases
+from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol
 from tir_envs.tools.sql.database import SQLDatabase, open_database
 
 ROOT = Path(tempfile.mkdtemp(prefix="tir-sql-tests-"))
@@ -126,3 +127,11 @@ def make_sqlite(path: Path, script: str) -> Path:
     con.commit()
     con.close()
     return path
+
+
+def _no_schema(task) -> tuple[str, str]:
+    return "sqlite", ""
+
+
+#: the SkyRL-SQL protocol, to read final actions offline as the env does (no prompt rendered)
+SQL_PROTOCOL = SkyRLSQLProtocol(_no_schema)

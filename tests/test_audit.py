@@ -22,7 +22,7 @@ from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.formats import TagsFormat, TagSpec
 from tir_envs.protocols import Budgets, Protocol
 from tir_envs.rewards.base import RewardResult
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.answers.math import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.sql import SQLReward
 from tir_envs.tools.base import Tool, ToolResult, Status

@@ -27,7 +27,7 @@ _TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "b
 _RUNNERS = {"tir_envs.rollout", "tir_envs.registry"} | _TOP
 _ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
 _LIBRARY = {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards", "tir_envs.formats",
-            "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
+            "tir_envs.answers", "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
             "tir_envs.tokenizer"} | _ENVS
 FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.task": _LIBRARY,
@@ -36,7 +36,11 @@ FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.rewards": {"tir_envs.protocols"} | _ENVS,
     "tir_envs.formats": {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards",
                          "tir_envs.protocols"} | _ENVS,
-    "tir_envs.protocols": _ENVS,
+    # how an answer is written and read sits beside the formats: the protocols own the reading
+    # (``tir_envs.answers``), the rewards only grade what it returns
+    "tir_envs.answers": {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards",
+                         "tir_envs.protocols"} | _ENVS,
+    "tir_envs.protocols": {"tir_envs.rewards"} | _ENVS,
     "tir_envs.trajectory": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.codec": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.tokenizer": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,

@@ -29,7 +29,7 @@ import unicodedata
 import pytest
 
 import tir_envs
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.answers.math import extract_final_answer
 from tir_envs.rewards.math.pool import default_pool
 from tir_envs.trajectory import read_jsonl, write_jsonl
 from tir_envs.untrusted import escape_controls

@@ -97,7 +97,8 @@ class TimedScript(ItemScriptedPolicy):
 def bare_grading(suite_name: str, items: int) -> tuple[float, float, list[bool]]:
     """Wall and this process's CPU seconds to extract and grade each item's action text
     directly, and the verdicts."""
-    from tir_envs.rewards.math import GraderPool, default_pool, extract_final_answer
+    from tir_envs.answers.math import extract_final_answer
+    from tir_envs.rewards.math import GraderPool, default_pool
     from tir_envs.rewards.math.reward import gold_text
 
     suite = get_suite(suite_name)
@@ -117,10 +118,12 @@ def bare_grading(suite_name: str, items: int) -> tuple[float, float, list[bool]]
                     [g.correct for g in grades])
     t0, c0 = time.perf_counter(), time.process_time()
     if scoring == "qa":
-        from tir_envs.rewards.qa import exact_match, extract_answer
+        from tir_envs.answers.tags import extract_answer
+        from tir_envs.rewards.qa import exact_match
         ok = [exact_match(extract_answer(text), task.answer) for task, text in work]
     elif scoring == "sql":
-        from tir_envs.rewards.sql import execution_match, extract_solution
+        from tir_envs.answers.tags import extract_solution
+        from tir_envs.rewards.sql import execution_match
         ok = [execution_match(extract_solution(text), task.answer, task.meta["db_path"])
               for task, text in work]
     else:

@@ -58,7 +58,7 @@ class BoxedMath(Reward):
 
     def score(self, task, trajectory, answer) -> RewardResult:
         if answer is not None:
-            from tir_envs.rewards.math.extract import extract_final_answer
+            from tir_envs.answers.math import extract_final_answer
             answer = extract_final_answer(answer) or answer
         return self.inner.score(task, trajectory, answer)
 

@@ -7,15 +7,14 @@ viewer sees as the answer is what was graded.  A reward never reads tool output 
 to find an answer, and it never writes to the ledger: what it wants recorded (metadata, a
 grader's own failure) travels in its ``RewardResult`` and the env writes it.
 
-Calling a shipped reward on action texts, ``reward(task, trajectory, actions)``, reads the
-answer as its paper's protocol does (``read_answer``) and scores it: for offline grading and
-tests, never used by an env.
+Offline (grading saved action texts), the answer is read by the same protocol an env would
+use: ``protocol.grade(reward, task, actions)``; a reward has no reading of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -56,16 +55,6 @@ class Reward:
     def score(self, task: "Task", trajectory: "Trajectory | None", answer: Any) -> RewardResult:
         raise NotImplementedError(f"{type(self).__name__} must define "
                                   "score(task, trajectory, answer) -> RewardResult")
-
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> Any:
-        """The answer in ``actions`` as this reward's paper's protocol reads it (offline use)."""
-        raise NotImplementedError(f"{type(self).__name__} grades an answer, not action texts: "
-                                  "call score(task, trajectory, answer)")
-
-    def __call__(self, task: "Task", trajectory: "Trajectory | None",
-                 actions: Sequence[str]) -> RewardResult:
-        """Offline grading of action texts: ``score`` of ``read_answer(task, actions)``."""
-        return self.score(task, trajectory, self.read_answer(task, actions))
 
 
 class FunctionReward(Reward):
