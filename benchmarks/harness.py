@@ -34,7 +34,7 @@ from tir_envs.validation import check_positive_int
 from benchmarks.config import RunConfig
 from benchmarks.execution import Episodes, executor
 from benchmarks.jobs import Job, plan
-from benchmarks.policies import check_policy, resolve_policy
+from benchmarks.policies import check_policy, check_scripted_answers, resolve_policy
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
@@ -150,6 +150,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     check_positive_int(seeds=config.seeds, hint="independent replicates of the k samples")
     check_fields(chosen, config.by)
     check_policy(config.policy, config.model, config.engine_args)
+    check_scripted_answers(config.policy, chosen, suite_kwargs, config.tokenizer)
     if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
@@ -182,7 +183,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
         if not config.ray:
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
-                                                       config.protocol, config.engine_args)
+                                                       config.engine_args)
         episodes = executor(config, policy_obj, record)
         store = RunStore(out, record)
         try:

@@ -302,13 +302,12 @@ def _task(toy, gold="SELECT name FROM t WHERE grp = 'a'"):
 
 def test_reward_typed_outcome_and_components(toy):
     reward = SQLReward()
-    task, traj = _task(toy), Trajectory()
+    task = _task(toy)
     good = graded(reward, task, ["<solution>SELECT name FROM t WHERE grp = 'a'</solution>"])
     assert good.value == 1.0 and good.components == {
         "format": 1.0, "has_answer": 1.0, "executed": 1.0, "correct": 1.0, "timeout": 0.0,
         "gold_error": 0.0}
-    assert (good.correct, good.answered, good.answer) == (
-        True, True, "SELECT name FROM t WHERE grp = 'a'")
+    assert (good.correct, good.answered) == (True, True)
     wrong = graded(reward, task, ["<solution>SELECT name FROM t</solution>"])
     assert wrong.value == 0.0 and (wrong.correct, wrong.answered) == (False, True)
     assert wrong.components["executed"] == 1.0 and wrong.components["correct"] == 0.0
@@ -316,11 +315,9 @@ def test_reward_typed_outcome_and_components(toy):
     assert broken.value == 0.0 and broken.components["executed"] == 0.0
     malformed = graded(reward, task, ["I think the answer is alice"])
     assert malformed.value == -1.0 and (malformed.correct, malformed.answered) == (False, False)
-    # an observation the policy wrote itself is its own text: the solution after it is read
-    # (as the env reads it; the reward once had an offline reading of its own that refused it)
     hallucinated = graded(reward, task, ["<observation>x</observation><solution>SELECT name "
                                          "FROM t WHERE grp = 'a'</solution>"])
-    assert hallucinated.components["format"] == 1.0 and hallucinated.correct
+    assert hallucinated.components["format"] == 0.0  # a solution after its own observation
     gold_bad = graded(reward, _task(toy, "SELECT nope FROM t"), ["<solution>SELECT 1</solution>"])
     assert gold_bad.components["gold_error"] == 1.0 and gold_bad.value == 0.0
     assert gold_bad.correct is None and gold_bad.answered

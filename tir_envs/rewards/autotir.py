@@ -106,9 +106,10 @@ class AutoTIRReward(Reward):
             return self.wrong_tool
         return 1.0 if counts.get(ground_truth) else self.no_tool
 
-    def outcome(self, task: "Task", trajectory: "Trajectory | None",
-                answer: str | None) -> RewardResult:
-        """``r_out`` of ``answer`` (``final_answer``) and its typed outcome, by domain."""
+    def f_eva(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
+        """``f_eva`` of ``answer`` (the score eq. 5 gates into ``r_out``) and its typed outcome,
+        by domain."""
         domain = task.meta.get("domain")
         if domain == "instruction":
             return self._ifeval.score(task, trajectory, answer)
@@ -121,18 +122,18 @@ class AutoTIRReward(Reward):
             result = self._math.score(task, trajectory, answer)
             correct = bool(result.components["correct"])
             return RewardResult(float(correct), result.components, correct=correct,
-                                answered=True, answer=str(answer))
+                                answered=True)
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
             em, score = exact_match(text, golds, task.question), f1(text, golds, task.question)
             return RewardResult(score, {"em": em, "f1": score}, correct=bool(em),
-                                answered=text is not None, answer=text)
+                                answered=text is not None)
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
                          f"meta['domain'] in {DOMAINS}")
 
     def score(self, task: "Task", trajectory: "Trajectory", answer: str | None) -> RewardResult:
-        out = self.outcome(task, trajectory, answer)
+        out = self.f_eva(task, trajectory, answer)
         ground_truth = task.meta.get("tool")
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
@@ -145,5 +146,4 @@ class AutoTIRReward(Reward):
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
         value = self.w_act * act + self.w_out * r_out
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
-                            answer=out.answer,
                             metadata={"tool_selection": tool_selection(counts, ground_truth)})

@@ -13,8 +13,11 @@ use: ``protocol.grade(reward, task, actions)``; a reward has no reading of its o
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
+
+from tir_envs.sync_bridge import in_loop
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -26,9 +29,10 @@ class RewardResult:
     """A reward's verdict on one episode.
 
     ``value`` is what the trainer optimises; ``components`` are the named terms, logged as they
-    are.  ``correct`` / ``answered`` / ``answer`` are the typed outcome the env copies onto the
-    trajectory, so trainers and metrics never guess from component names (``None``: the
-    reward cannot say, e.g. a task without a gold answer).  ``metadata`` is what the env adds
+    are.  ``correct`` / ``answered`` are the typed outcome the env copies onto the trajectory,
+    so trainers and metrics never guess from component names (``None``: the reward cannot say,
+    e.g. a task without a gold answer); the answer beside them is the protocol's reading,
+    never the reward's to rewrite.  ``metadata`` is what the env adds
     to ``trajectory.metadata``; ``infra_failed``: the grader itself failed for reasons that are
     not the policy's (a broken gold query), so the env flags the trajectory for a trainer to
     drop rather than score.
@@ -38,7 +42,6 @@ class RewardResult:
     components: dict[str, float] = field(default_factory=dict)
     correct: bool | None = None
     answered: bool | None = None
-    answer: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     infra_failed: bool = False
 
@@ -55,6 +58,16 @@ class Reward:
     def score(self, task: "Task", trajectory: "Trajectory | None", answer: Any) -> RewardResult:
         raise NotImplementedError(f"{type(self).__name__} must define "
                                   "score(task, trajectory, answer) -> RewardResult")
+
+    async def ascore(self, task: "Task", trajectory: "Trajectory | None",
+                     answer: Any) -> RewardResult:
+        """``score`` as the env awaits it when an episode ends: on a worker thread under an
+        event loop (slow grading never stalls the other episodes), inline when driven loop-less
+        (``sync_bridge``: no other episode waits on this thread).  A reward that awaits I/O (a
+        judge model) overrides this, starting with ``await needs_loop()``."""
+        if not in_loop():
+            return self.score(task, trajectory, answer)
+        return await asyncio.to_thread(self.score, task, trajectory, answer)
 
 
 class FunctionReward(Reward):
@@ -74,7 +87,7 @@ class FunctionReward(Reward):
         if not isinstance(result, RewardResult):
             raise TypeError(f"the reward {self.function!r} returned {type(result).__name__}; a "
                             "reward returns a RewardResult(value, components, correct=..., "
-                            "answered=..., answer=...)")
+                            "answered=...)")
         return result
 
 

@@ -44,4 +44,4 @@ class ChoiceReward(Reward):
         correct = chosen == gold
         return RewardResult(float(correct), {"correct": float(correct),
                                              "has_answer": float(chosen is not None)},
-                            correct=correct, answered=chosen is not None, answer=chosen)
+                            correct=correct, answered=chosen is not None)

@@ -266,4 +266,4 @@ class QAReward(Reward):
         scores = {"em": em, "f1": f1(answer, golds, task.question), "correct": em,
                   "has_answer": float(answer is not None)}
         return RewardResult(scores[self.metric], scores, correct=bool(em),
-                            answered=answer is not None, answer=answer)
+                            answered=answer is not None)

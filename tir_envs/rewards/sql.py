@@ -249,16 +249,16 @@ class SQLReward(Reward):
         except GoldQueryError:
             parts["gold_error"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True,
-                                answer=answer, metadata={"gold_error": True}, infra_failed=True)
+                                metadata={"gold_error": True}, infra_failed=True)
         if result.status == "unwitnessed":
             parts["unwitnessed"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True,
-                                answer=answer, metadata={"unwitnessed": True}, infra_failed=True)
+                                metadata={"unwitnessed": True}, infra_failed=True)
         parts["executed"] = float(result.status in ("match", "mismatch"))
         parts["timeout"] = float(result.status == "timeout")
         parts["correct"] = float(result.correct)
         value = self.correct_score if result.correct else self.wrong_score
-        return RewardResult(value, parts, correct=result.correct, answered=True, answer=answer)
+        return RewardResult(value, parts, correct=result.correct, answered=True)
 
 
 def task_database(task: "Task", db_dir: "str | os.PathLike | None" = None) -> str:

@@ -57,4 +57,4 @@ class IFEvalReward(Reward):
                       "soft_loose": verdict.soft_loose, "correct": verdict.ifscore,
                       "has_answer": float(bool(response))}
         return RewardResult(components[self.mode], components, correct=verdict.strict_prompt,
-                            answered=bool(response), answer=response)
+                            answered=bool(response))

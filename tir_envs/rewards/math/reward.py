@@ -109,7 +109,7 @@ class MathReward(Reward):
         record = {"answer": answer}
         if task.answer is None:
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
-                                answered=answer is not None, answer=answer, metadata=record)
+                                answered=answer is not None, metadata=record)
         grade = self.grade_task(answer, task)
         outcome = self.correct_reward if grade.correct else self.wrong_reward
         parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
@@ -129,7 +129,7 @@ class MathReward(Reward):
             parts[f"{name}_penalty"] = -abs(value) if hit else 0.0
             total += parts[f"{name}_penalty"]
         return RewardResult(total, parts, correct=grade.correct, answered=answer is not None,
-                            answer=answer, metadata=record)
+                            metadata=record)
 
     def _penalised(self, name: str, trajectory, failures: int) -> bool:
         if name == "exec_error":
