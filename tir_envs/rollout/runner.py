@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import gymnasium as gym
 
+from tir_envs.env_factory import env_factory
 from tir_envs.limits import GenerationLimits
 from tir_envs.rollout.async_env import AsyncEnv
 from tir_envs.rollout.policy import Generation, Policy, PolicyError, SamplingParams
@@ -346,7 +347,7 @@ class _EnvPool:
         self.owned = not isinstance(env, (list, tuple))
         self.envs: list[AsyncEnv] = []
         if self.owned:
-            self.make = _env_factory(env, env_kwargs)
+            self.make = env_factory(env, env_kwargs)
         else:
             if not env or not all(isinstance(e, gym.Env) for e in env):
                 raise TypeError("a list of envs must hold gymnasium.Env instances (one per "
@@ -416,23 +417,6 @@ async def _close_sessions(env: gym.Env) -> None:
         await env.unwrapped.aclose()
     except Exception:  # noqa: BLE001 - closing must not hide the run's result
         pass
-
-
-def _env_factory(env: EnvSpec, env_kwargs: dict[str, Any] | None) -> Callable[[], gym.Env]:
-    if isinstance(env, str):
-        from tir_envs.registry import make
-        kwargs = dict(env_kwargs or {})
-        return lambda: make(env, **kwargs)
-    if isinstance(env, gym.Env):
-        raise TypeError("env must be an env id, a factory returning a new env, or a list of env "
-                        "instances (one per concurrent episode); a single instance cannot serve "
-                        "concurrent episodes: pass e.g. lambda: MyEnv(...) or [env]")
-    if callable(env):
-        if env_kwargs:
-            return lambda: env(**env_kwargs)
-        return env
-    raise TypeError(f"env must be an env id such as 'tir/MathCode-v0', a factory, or a list of "
-                    f"envs; got {type(env).__name__}")
 
 
 # ---------------------------------------------------------------------- checks

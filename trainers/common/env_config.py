@@ -100,12 +100,9 @@ class EnvConfig:
     def make(self, tokenizer: Any = None):
         """A new env.  ``tokenizer`` (the policy's, as the trainer hands it to the adapter) is
         used unless the configuration names one."""
-        import tir_envs
+        from tir_envs.env_factory import env_factory
 
-        kwargs = dict(self.env_kwargs)
-        if tokenizer is not None:
-            kwargs.setdefault("tokenizer", tokenizer)
-        return tir_envs.make(self.env_id, **kwargs)
+        return env_factory(self.env_id, self.env_kwargs, tokenizer)()
 
 
 def check_same_tokenizer(core: Any, tokenizer: Any) -> None:
