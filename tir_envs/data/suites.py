@@ -1,4 +1,10 @@
-"""Benchmark suites: an env, its protocol settings, a pinned task set and how it is scored.
+"""The benchmark suite catalogue: an env, its protocol settings, a pinned task set and how it is
+scored, each suite one record in ``SUITES``.
+
+It sits with the data it pins (not in ``benchmarks``) so that every floor above can read it:
+the benchmark harness runs the suites, and the trainers refuse or warn about training on their
+questions (``trainers.common.eval_guard``).  Custom suites over one's own task file, and the
+lookup by name that knows them, are the harness's (``benchmarks.suites``).
 
 A suite is made of one or more *parts*.  A part is one shipped data file, pinned by its item
 count and the sha256 of the file's bytes: loading a part whose file changed fails with an error
@@ -75,7 +81,7 @@ class Part:
             raise SuiteDataError(
                 f"part {self.name!r}: {path} changed: its sha256 is {digest}, the suite is "
                 f"pinned to {self.sha256}. Results would not be comparable with earlier runs; "
-                "if the change is intended, update the pin in benchmarks/suites.py (and say so "
+                "if the change is intended, update the pin in tir_envs/data/suites.py (and say so "
                 "in docs/benchmarks.md)")
         tasks = list(self.load())
         if len(tasks) != self.count:
@@ -292,97 +298,3 @@ def suite_name(name: str) -> str:
 
 SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.values()), {}, (),
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
-
-
-# ------------------------------------------------------------------------------ custom
-CUSTOM = "custom:"
-#: how answers are scored in a custom suite, by env (``scoring=`` overrides)
-_ENV_SCORING = {"tir/MathCode-v0": "math", "tir/Search-v0": "qa", "tir/SQL-v0": "sql",
-                "tir/AutoTIR-v0": "math", "tir/ToolUse-v0": "qa"}
-#: the env arguments the shipped suites of each env run with
-_ENV_KWARGS = {"tir/MathCode-v0": {"protocol": "torl", "extraction": "fallback"}}
-
-
-def _load_custom(path: Path, env_id: str) -> list[Task]:
-    """A JSONL/parquet file's tasks: math files through the math loader (``problem``/
-    ``solution`` fields, boxed answers), others as ``question``/``answer`` records."""
-    if env_id == "tir/MathCode-v0":
-        from tir_envs.data.math import load_math_tasks
-        return load_math_tasks(path)
-    from tir_envs.data.loaders import read_records
-    return [Task.coerce(r, i) for i, r in enumerate(read_records(path))]
-
-
-def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | None = None,
-                 sha256: str | None = None, count: int | None = None) -> Suite:
-    """A suite over one's own task file (``--tasks FILE``, ``--suite custom:FILE``), pinned like
-    a shipped part: by the file's sha256 and item count (``sha256``/``count``: the pins of an
-    earlier session of the run; by default, the file as it is now).  It is named by the file's
-    name and content hash (``custom_name``); a run's ``run.json`` keeps where the file was."""
-    from tir_envs.registry import is_env_id, known_ids
-
-    path = Path(file).expanduser().resolve()
-    env_id = env_id or "tir/MathCode-v0"
-    if sha256 is None and not is_env_id(env_id):  # a run's pins name an env checked then
-        raise ValueError(f"unknown env {env_id!r} for custom tasks; envs: "
-                         f"{', '.join(known_ids())} (your own env: gymnasium.register it and "
-                         "pass --import MODULE)")
-    scoring = scoring or _ENV_SCORING.get(env_id)
-    if scoring is None:
-        raise ValueError(f"custom tasks on your own env {env_id!r}: say how answers compare "
-                         f"with scoring= (--scoring), one of {', '.join(SCORING)}")
-    if scoring not in SCORING:
-        raise ValueError(f"scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
-    if not path.is_file():
-        raise SuiteDataError(f"custom tasks {str(file)!r}: no such file")
-    if sha256 is None:
-        sha256 = file_sha256(path)
-        count = len(_load_custom(path, env_id))
-        if not count:
-            raise SuiteDataError(f"custom tasks {path}: no records")
-    part = Part(path.stem, str(path), int(count or 0), sha256,
-                lambda: _load_custom(path, env_id), scoring)
-    options = ("protocol",) if env_id == "tir/MathCode-v0" else ()
-    return Suite(custom_name(path, sha256), env_id, (part,),
-                 dict(_ENV_KWARGS.get(env_id, {})), options, f"custom tasks from {path}")
-
-
-def custom_name(path: Path, sha256: str) -> str:
-    """A custom suite's name: the file's name and the start of its content hash, never its
-    folder, so the same file anywhere is the same benchmark (``bench compare`` pairs it) and
-    an edited file is another one."""
-    return f"{CUSTOM}{path.name}@{sha256[:12]}"
-
-
-def custom_pin(suite: Suite) -> dict[str, Any]:
-    """What ``run.json`` keeps of a custom suite to rebuild and re-check it."""
-    part = suite.parts[0]
-    return {"file": part.file, "sha256": part.sha256, "count": part.count,
-            "env_id": suite.env_id, "scoring": part.scoring}
-
-
-def get_suite(name: str) -> Suite:
-    """The suite called ``name`` (``custom:FILE``: one's own task file), with an error listing
-    the known suites."""
-    if name.startswith(CUSTOM) and name not in SUITES:
-        return custom_suite(name[len(CUSTOM):])
-    name = suite_name(name)
-    if name not in SUITES:
-        raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}, or "
-                       "custom:FILE for your own tasks")
-    return SUITES[name]
-
-
-def suite_of_run(name: str, config: Mapping[str, Any]) -> Suite:
-    """The suite ``name`` as the run whose ``run.json`` is ``config`` ran it (a custom suite
-    rebuilt from its pins, so a changed file fails when its tasks load)."""
-    pin = (config.get("custom") or {}).get(name)
-    if pin is not None:
-        return custom_suite(pin["file"], pin["env_id"], pin["scoring"], pin["sha256"],
-                            pin["count"])
-    return get_suite(name)
-
-
-def register(suite: Suite) -> None:
-    """Add (or replace) a suite, e.g. one over your own pinned data file."""
-    SUITES[suite.name] = suite
