@@ -21,11 +21,20 @@ __all__ = ["AUTOTIR_PARTS", "CUSTOM", "MATH_SUITES", "PARTS", "QA_SUITES", "SCOR
 
 # ------------------------------------------------------------------------------ custom
 CUSTOM = "custom:"
-#: how answers are scored in a custom suite, by env (``scoring=`` overrides)
-_ENV_SCORING = {"tir/MathCode-v0": "math", "tir/Search-v0": "qa", "tir/SQL-v0": "sql",
-                "tir/AutoTIR-v0": "math", "tir/ToolUse-v0": "qa"}
-#: the env arguments the shipped suites of each env run with
-_ENV_KWARGS = {"tir/MathCode-v0": {"protocol": "torl", "extraction": "fallback"}}
+
+
+def _env_record(env_id: str) -> Any:
+    """The env's class, which records how it is evaluated (``scoring``, ``eval_kwargs``,
+    ``eval_options``; none of them on an env registered as a plain factory function, and
+    ``None`` for an id not registered in this process: a report rebuilding a user's suite from
+    its pins without ``--import``)."""
+    import gymnasium as gym
+
+    from tir_envs.registry import env_class
+    try:
+        return env_class(env_id)
+    except gym.error.Error:
+        return None
 
 
 def _load_custom(path: Path, env_id: str) -> list[Task]:
@@ -52,10 +61,12 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
         raise ValueError(f"unknown env {env_id!r} for custom tasks; envs: "
                          f"{', '.join(known_ids())} (your own env: gymnasium.register it and "
                          "pass --import MODULE)")
-    scoring = scoring or _ENV_SCORING.get(env_id)
+    record = _env_record(env_id)
+    scoring = scoring or getattr(record, "scoring", None)
     if scoring is None:
         raise ValueError(f"custom tasks on your own env {env_id!r}: say how answers compare "
-                         f"with scoring= (--scoring), one of {', '.join(SCORING)}")
+                         f"with scoring= (--scoring), one of {', '.join(SCORING)}, or give the "
+                         "env class a scoring attribute")
     if scoring not in SCORING:
         raise ValueError(f"scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     if not path.is_file():
@@ -67,9 +78,9 @@ def custom_suite(file: str | Path, env_id: str | None = None, scoring: str | Non
             raise SuiteDataError(f"custom tasks {path}: no records")
     part = Part(path.stem, str(path), int(count or 0), sha256,
                 lambda: _load_custom(path, env_id), scoring)
-    options = ("protocol",) if env_id == "tir/MathCode-v0" else ()
     return Suite(custom_name(path, sha256), env_id, (part,),
-                 dict(_ENV_KWARGS.get(env_id, {})), options, f"custom tasks from {path}")
+                 dict(getattr(record, "eval_kwargs", {})),
+                 tuple(getattr(record, "eval_options", ())), f"custom tasks from {path}")
 
 
 def custom_name(path: Path, sha256: str) -> str:

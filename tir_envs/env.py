@@ -115,6 +115,12 @@ class TIREnv(gym.Env):
     default_tasks: str | None = None
     #: the shipped tools whose keywords the env takes (``tir_envs.envs.tooling``)
     configured_tools: tuple[str, ...] = ()
+    #: how a benchmark compares this env's answers (``math``, ``qa``, ``sql``, ``choice``,
+    #: ``ifeval``): a custom suite on the env needs no ``--scoring`` (``None``: it must say)
+    scoring: str | None = None
+    #: the env arguments an evaluation runs it with, and the run options it accepts
+    eval_kwargs: Mapping[str, Any] = {}
+    eval_options: tuple[str, ...] = ()
 
     def __init__(
         self,

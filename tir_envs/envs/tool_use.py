@@ -62,6 +62,7 @@ class ToolUseEnv(TIREnv):
 
     env_id = "tir/ToolUse-v0"
     configured_tools = ("search", "python")
+    scoring = "qa"
 
     def __init__(self, tasks: Any = None, tools: Sequence[Any] | Any = (),
                  reward: Any = "em", tokenizer: Any = None,
