@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from tir_envs.protocols.base import Protocol
 from tir_envs.rollout.policy import Generation, SamplingParams
-from tir_envs.rollout.scripted import ScriptedPolicy
+from tir_envs.rollout.scripted import ScriptedPolicy, in_turns
 from tir_envs.task import Task
 
 WRONG = "xyzzyplugh"  # one token no gold answer, SQL result or option contains
@@ -91,11 +91,15 @@ class ItemScriptedPolicy:
     def __init__(self, script: Callable[[Any], Sequence[str]], tokenizer: Any = None):
         self.script = script
         self._replay = ScriptedPolicy([], tokenizer)
+        self._episodes: dict[tuple, ScriptedPolicy] = {}  # each job's replay, turn after turn
 
     async def generate_job(self, job, prompt_ids: Sequence[int], stop: Sequence[str],
                            sampling: SamplingParams) -> Generation:
-        replay = copy.copy(self._replay)  # shares the tokenizer; its own script
-        replay.script = list(self.script(job))
+        key = (job.suite, job.part.name, job.item, job.sample)
+        replay = self._episodes.get(key)
+        if replay is None:  # shares the tokenizer; its own actions, one per turn
+            replay = self._episodes[key] = copy.copy(self._replay)
+            replay.script = in_turns(self.script(job))
         return await replay.generate(prompt_ids, stop, sampling)
 
     async def generate(self, prompt_ids, stop, sampling) -> Generation:

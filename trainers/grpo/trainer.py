@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from tir_envs.env_factory import env_factory
+import tir_envs.env_factory as envs
 from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
 from tir_envs.trajectory import write_jsonl
 from trainers.grpo.batch import TrainBatch, build_batch
@@ -49,7 +49,7 @@ def env_factory(env_id: str, kwargs: dict[str, Any], tokenizer) -> Callable[[], 
     ``"module:Class"``, built with the trainer's tokenizer unless ``kwargs`` names one (policy
     and env must share token ids)."""
     env = import_object(env_id) if ":" in env_id and not env_id.startswith("tir/") else env_id
-    return env_factory(env, kwargs, tokenizer)
+    return envs.env_factory(env, kwargs, tokenizer)
 
 
 class GRPOTrainer:
