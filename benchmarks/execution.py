@@ -50,12 +50,13 @@ class LocalEpisodes:
         runner = EpisodeRunner(suite.env_id, env_kwargs=env_kwargs,
                                episode_timeout_s=self.episode_timeout_s,
                                prompt_view=served_prompt if self.as_served else None)
-        episodes = [EpisodeJob({"task": j.task},
-                               sampling=dataclasses.replace(sampling, seed=j.seed),
-                               tags={"item": j.item, "sample": j.sample},
-                               policy=JobPolicy(self.policy, j), key=j)
-                    for j in jobs]
         try:
+            protocol = runner.first_env.unwrapped.protocol
+            episodes = [EpisodeJob({"task": j.task},
+                                   sampling=dataclasses.replace(sampling, seed=j.seed),
+                                   tags={"item": j.item, "sample": j.sample},
+                                   policy=JobPolicy(self.policy, j, protocol), key=j)
+                        for j in jobs]
             check_vocab(self.policy, runner.first_env)
             if self.as_served:
                 check_servable(runner.first_env.unwrapped)

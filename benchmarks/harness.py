@@ -34,7 +34,7 @@ from tir_envs.validation import check_positive_int
 from benchmarks.config import RunConfig
 from benchmarks.execution import Episodes, executor
 from benchmarks.jobs import Job, plan
-from benchmarks.policies import check_policy, resolve_policy
+from benchmarks.policies import check_policy, check_scripted_answers, resolve_policy
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
 from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
@@ -173,6 +173,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
         if config.ray or config.as_served:
             raise ValueError("agent= runs through the gateway in this process: drop ray= and "
                              "as_served= (the gateway always serves the model's template)")
+    check_scripted_answers(config.policy, chosen, suite_kwargs, config.tokenizer)
     if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
@@ -207,7 +208,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
                 _warm_sandboxes(chosen, config.env_kwargs)
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
-                                                       config.protocol, config.engine_args)
+                                                       config.engine_args)
         episodes = executor(config, policy_obj, record, tok)
         store = RunStore(out, record)
         try:

@@ -7,7 +7,8 @@ record.  Nothing is rebuilt from an episode's tags.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from tir_envs.rollout.policy import Generation, SamplingParams
@@ -27,6 +28,9 @@ class Job:
     sample: int
     seed: int | None
     task: Task
+    #: the protocol of the env that plays it (set by the executor): how an answer is written,
+    #: for policies that script one (``benchmarks.oracle``)
+    protocol: Any = field(default=None, compare=False, repr=False)
 
 
 #: called with each job and its trajectory as its episode ends (completion order)
@@ -35,10 +39,11 @@ OnSample = Callable[[Job, Trajectory], None]
 
 class JobPolicy:
     """The user's policy as one job's episode sees it: told the job when it asks
-    (``generate_job(job, prompt_ids, stop, sampling)``)."""
+    (``generate_job(job, prompt_ids, stop, sampling)``), with the playing env's ``protocol``."""
 
-    def __init__(self, policy: Any, job: Job):
-        self.policy, self.job = policy, job
+    def __init__(self, policy: Any, job: Job, protocol: Any = None):
+        self.policy = policy
+        self.job = job if protocol is None else dataclasses.replace(job, protocol=protocol)
         self._by_job = getattr(policy, "generate_job", None)
 
     async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],

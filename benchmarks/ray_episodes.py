@@ -78,7 +78,6 @@ class EpisodeWorker:
             register(self.suite)  # item-scripted policies look their suite up by name
         self.policy, tok, _, _ = resolve_policy(policy["spec"], policy.get("tokenizer"),
                                                 policy.get("model"), policy.get("api_key"),
-                                                config.get("protocol"),
                                                 policy.get("engine_args"))
         kwargs = dict(env_kwargs)
         if tok is not None:
@@ -93,7 +92,8 @@ class EpisodeWorker:
 
     async def run(self, job: Job) -> dict[str, Any]:
         traj = await self.runner.run(
-            JobPolicy(self.policy, job), options={"task": job.task},
+            JobPolicy(self.policy, job, self.runner.first_env.unwrapped.protocol),
+            options={"task": job.task},
             sampling=dataclasses.replace(self.sampling, seed=job.seed),
             tags={"item": job.item, "sample": job.sample, "worker": self.name})
         return traj.to_dict()

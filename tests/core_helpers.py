@@ -34,11 +34,21 @@ class CrashTool(EchoTool):
         raise ConnectionError("backend down")
 
 
+def contains_gold(task, trajectory, answer):
+    """1 when the answer holds the task's gold anywhere."""
+    hit = answer is not None and str(task.answer) in answer
+    return RewardResult(1.0 if hit else 0.0, {"correct": float(hit)})
+
+
 class AnswerEnv(TIREnv):
-    """Reward 1 when the final action contains the task's answer."""
+    """Reward 1 when the final action contains the task's answer (the whole final action is
+    the answer, whatever the tool-call format)."""
 
     env_id = "test/Answer"
 
-    def outcome(self, task, trajectory, actions):
-        hit = str(task.answer) in actions[-1] if actions else False
-        return RewardResult(1.0 if hit else 0.0, {"correct": float(hit)})
+    def __init__(self, **kwargs):
+        kwargs.setdefault("reward", contains_gold)
+        super().__init__(**kwargs)
+
+    def answer(self):
+        return self.actions[-1] if self.actions else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from tir_envs.data.spider import spider_databases
+from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol
 from tir_envs.tools.sql.database import SQLDatabase, open_database
 
 ROOT = Path(tempfile.mkdtemp(prefix="tir-sql-tests-"))
@@ -167,3 +168,11 @@ def quote_identifiers(sql: str, names: set[str], style: "str | Callable[[int], s
                 token = f"{opener}{token}{closer}"
         out.append(token)
     return "".join(out)
+
+
+def _no_schema(task) -> tuple[str, str]:
+    return "sqlite", ""
+
+
+#: the SkyRL-SQL protocol, to read final actions offline as the env does (no prompt rendered)
+SQL_PROTOCOL = SkyRLSQLProtocol(_no_schema)

@@ -21,8 +21,8 @@ from tir_envs.env import TIREnv
 from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.formats import TagsFormat, TagSpec
 from tir_envs.protocols import Budgets, Protocol
-from tir_envs.rewards.base import RewardResult
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.rewards.base import RewardResult, as_reward
+from tir_envs.answers.math import extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.sql import SQLReward
 from tir_envs.tools.base import Tool, ToolResult, Status
@@ -147,25 +147,33 @@ class CounterEnv(TIREnv):
                   {"question": "The counter is at 5. Reach 1.", "answer": 1, "start": 5}]
 
     def __init__(self, tasks=None, **kwargs):
+        kwargs.setdefault("reward", exact_reward)
         super().__init__(protocol=CounterProtocol(), tools=[CounterTool()],
                          tasks=tasks or self.tasks_list, **kwargs)
 
-    def outcome(self, task, trajectory, actions):
-        answer = self.answer()
-        correct = answer == str(task.answer)
-        return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
-                            answered=answer is not None, answer=answer)
+
+def exact_reward(task, trajectory, answer):
+    correct = answer == str(task.answer)
+    return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
+                        answered=answer is not None)
+
+
+def any_of_several(task, trajectory, answer):
+    correct = str(task.answer) in re.findall(r"<done>(-?\d+)</done>", answer or "")
+    return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
+                        answered=True)
 
 
 class AnyOfSeveralCounterEnv(CounterEnv):
-    """A weakened reward: right if any <done> of the last action is right."""
+    """A weakened reading and reward: right if any <done> of the last action is right."""
 
     env_id = "audit-test/AnyOfSeveral-v0"
 
-    def outcome(self, task, trajectory, actions):
-        correct = str(task.answer) in re.findall(r"<done>(-?\d+)</done>", actions[-1])
-        return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
-                            answered=True)
+    def __init__(self, tasks=None, **kwargs):
+        super().__init__(tasks, reward=any_of_several, **kwargs)
+
+    def answer(self):
+        return self.actions[-1] if self.actions else None
 
 
 class BlamingCounterTool(CounterTool):
@@ -185,10 +193,13 @@ class BlamingCounterEnv(CounterEnv):
 class SlowGraderCounterEnv(CounterEnv):
     """A weakened grader: no deadline of its own, and long answers take it a long time."""
 
-    def outcome(self, task, trajectory, actions):
-        if len(actions[-1]) > 2000:
+    def __init__(self, tasks=None, **kwargs):
+        super().__init__(tasks, reward=self.slow_reward, **kwargs)
+
+    def slow_reward(self, task, trajectory, answer):
+        if len(self.actions[-1]) > 2000:
             time.sleep(3)
-        return super().outcome(task, trajectory, actions)
+        return exact_reward(task, trajectory, answer)
 
 
 def test_forgeable_statuses_and_hanging_graders_mask():
@@ -308,10 +319,14 @@ class PassedMathEnv(MathCodeEnv):
     """A weakened reward: it pays when a tool printed "passed" (a verdict read from tool
     output, as a unit-test reward that greps the runner's log would)."""
 
-    def outcome(self, task, trajectory, actions):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.honest, self.reward = self.reward, as_reward(self.greps_the_log)
+
+    def greps_the_log(self, task, trajectory, answer):
         if any("passed" in o.lower() for o in _observations(self)):
             return RewardResult(1.0, {"correct": 1.0}, correct=True, answered=True)
-        return super().outcome(task, trajectory, actions)
+        return self.honest.score(task, trajectory, answer)
 
 
 def test_the_status_probes_flag_rewards_that_trust_tool_text(grader):
@@ -332,14 +347,17 @@ class LastSideMathEnv(MathCodeEnv):
     """A weakened grader: the deny-list of issue 21 only (a disjunction by \\lor or "or"),
     then the last side of whatever is left, as Math-Verify reads an unknown relation."""
 
-    def outcome(self, task, trajectory, actions):
-        answer = self.answer()
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.honest, self.reward = self.reward, as_reward(self.last_side)
+
+    def last_side(self, task, trajectory, answer):
         if answer is None or re.search(r"\\lor|\bor\b", str(answer)):
-            return super().outcome(task, trajectory, actions)
+            return self.honest.score(task, trajectory, answer)
         last = re.split(r"\\(?:cancel|tag)\{[^{}]*\}|\\to\b|或|｜", str(answer))[-1].strip()
         correct = last == str(task.answer).strip()
         return RewardResult(1.0 if correct else -1.0, {"correct": float(correct)},
-                            correct=correct, answered=True, answer=str(answer))
+                            correct=correct, answered=True)
 
 
 def test_the_new_hedge_probes_flag_a_last_side_grader(grader):

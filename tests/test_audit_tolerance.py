@@ -27,19 +27,16 @@ def units(tmp_path, monkeypatch):
 
 
 def tolerant_env(units, declare: bool):
-    class Tolerant(units.UnitsEnv):
+    def tolerant(task, trajectory, answer):
         """Pays any answer within 1 % of the gold (a measured quantity, say)."""
-
-        def outcome(self, task, trajectory, actions):
-            answer = self.answer()
-            gold = float(task.answer)
-            correct = answer is not None and abs(float(answer) - gold) <= 0.01 * abs(gold)
-            return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
-                                answered=answer is not None, answer=answer)
+        gold = float(task.answer)
+        correct = answer is not None and abs(float(answer) - gold) <= 0.01 * abs(gold)
+        return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
+                            answered=answer is not None)
 
     if declare:
-        Tolerant.rel_tol = 0.01
-    return lambda: Tolerant(tasks=TASKS)
+        tolerant.rel_tol = 0.01
+    return lambda: units.UnitsEnv(tasks=TASKS, reward=tolerant)
 
 
 def test_neighbours_are_drawn_outside_the_declared_tolerance():

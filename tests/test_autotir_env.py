@@ -281,7 +281,7 @@ def test_instructions_are_checked_on_the_whole_visible_response(make, qwen_tok, 
 
 
 def test_the_visible_response_unwraps_markup_in_place():
-    from tir_envs.rewards.autotir import visible_response
+    from tir_envs.answers.autotir import visible_response
 
     assert visible_response(["<think>a, b</think>x <answer>\\boxed{y \\boxed{z}} w</answer>"]) \
         == "x y z w"

@@ -59,7 +59,7 @@ def test_the_ifeval_prompts_the_oracle_cannot_follow_are_contradictory():
 
 @pytest.mark.parametrize("protocol", ["zerotir", "rite"])
 def test_oracle_scores_every_math500_item_in_the_other_math_protocols(protocol, tmp_path):
-    run("math500", oracle(protocol), out=tmp_path, k=1, protocol=protocol, progress=False,
+    run("math500", oracle(), out=tmp_path, k=1, protocol=protocol, progress=False,
         report=False)
     records = _records(tmp_path, "math500")
     assert len(records) == 500 and _failures(records, True) == []
@@ -118,7 +118,7 @@ def test_the_oracle_scores_without_tools_too(suite, tmp_path):
 @pytest.mark.parametrize("protocol", ["zerotir", "rite"])
 @pytest.mark.parametrize("kind", ["wrong", "unclosed"])
 def test_adversaries_in_the_other_math_protocols(protocol, kind, tmp_path):
-    run("aime24", adversary(kind, protocol), out=tmp_path, k=1, protocol=protocol,
+    run("aime24", adversary(kind), out=tmp_path, k=1, protocol=protocol,
         limit=ADVERSARY_ITEMS, progress=False, report=False)
     records = _records(tmp_path, "aime24")
     assert len(records) == ADVERSARY_ITEMS and _failures(records, False) == []

@@ -172,7 +172,7 @@ def bench(policy, out, **changes):
 
 def test_bench_as_served_reports_the_drift(tok, tmp_path):
     # the oracle answers in one action: its prompt is the template's render, no drift
-    summary = bench(oracle(protocol="rite", tokenizer=tok), tmp_path / "oracle")
+    summary = bench(oracle(tokenizer=tok), tmp_path / "oracle")
     d = summary["suites"]["aime24"]["as_served"]
     assert d == {"episodes": 2, "drifted_episodes": 0, "prompts": 2, "drifted_prompts": 0,
                  "drift_tokens": 0, "max_episode_drift_tokens": 0,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tir_envs.rewards.choice import ChoiceReward, extract_choice
+from tir_envs.answers.choice import extract_choice
+from tir_envs.rewards.choice import ChoiceReward
 from tir_envs.task import Task
 
 HEDGES = [
@@ -37,11 +38,11 @@ def test_several_letters_choose_nothing(response):
     assert extract_choice(response) is None
     reward = ChoiceReward()
     for gold in "ABCD":
-        assert reward(Task("q", "question", answer=gold), None, [response]).value == 0.0
+        assert reward.score(Task("q", "question", answer=gold), None, response).value == 0.0
 
 
 @pytest.mark.parametrize("response, letter", LEGIT)
 def test_one_letter_still_pays(response, letter):
     assert extract_choice(response) == letter
-    result = ChoiceReward()(Task("q", "question", answer=letter), None, [response])
-    assert (result.value, result.answer) == (1.0, letter)
+    result = ChoiceReward().score(Task("q", "question", answer=letter), None, response)
+    assert (result.value, result.correct) == (1.0, True)

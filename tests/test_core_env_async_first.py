@@ -15,6 +15,8 @@ from tests.core_helpers import AnswerEnv, EchoTool
 from tir_envs.env import FINAL, TIREnv
 from tir_envs.formats import get_format
 from tir_envs.protocols.base import Protocol
+from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.sync_bridge import needs_loop
 from tir_envs.tools.python.sandbox.interpreter import parse_source
 
 CALL = "<python>print(1)</python>"
@@ -119,3 +121,36 @@ def test_the_stop_reason_says_whether_an_answer_was_given(qwen_tok, action, reas
     traj = info["trajectory"]
     assert terminated and not truncated
     assert traj.stop_reason == reason and traj.answered is answered
+
+
+@pytest.mark.parametrize("name", ["outcome", "aoutcome"])
+def test_the_outcome_hook_is_gone_and_says_what_replaced_it(name):
+    with pytest.raises(TypeError, match=r"no longer calls.*reward="):
+        type("Mine", (TIREnv,), {name: lambda self, *a: None})
+
+
+class _AwaitedReward(Reward):
+    """A reward that awaits I/O (a judge): the env awaits its ``ascore``, on every path."""
+
+    def __init__(self):
+        self.answers = []
+
+    def score(self, task, trajectory, answer):
+        raise AssertionError("an awaiting reward is scored through ascore")
+
+    async def ascore(self, task, trajectory, answer):
+        await needs_loop()  # a step driven loop-less hands over to a loop before any I/O
+        await asyncio.sleep(0)
+        self.answers.append(answer)
+        return RewardResult(1.0, {"judged": 1.0}, correct=True, answered=True)
+
+
+def test_the_env_awaits_the_rewards_ascore_with_the_protocols_one_answer(qwen_tok):
+    reward = _AwaitedReward()
+    env = AnswerEnv(tokenizer=qwen_tok, tasks=[{"question": "q", "answer": "7"}],
+                    tools=[EchoTool()], reward=reward)
+    env.reset()
+    *_, info = env.step(env.codec.encode("it is 7"))
+    traj = info["trajectory"]
+    assert reward.answers == ["it is 7"] and traj.answer == "it is 7"
+    assert traj.reward == 1.0 and traj.reward_components["judged"] == 1.0 and traj.correct

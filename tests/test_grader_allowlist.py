@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tir_envs.data.math import load_math_tasks
-from tir_envs.rewards.math import GraderPool, extract_final_answer
+from tir_envs.answers.math import extract_final_answer
+from tir_envs.rewards.math import GraderPool
 from tir_envs.rewards.math.extract import is_multi_valued
 from tir_envs.rewards.math.hedge import read_pair
 from tir_envs.rewards.math.normalize import prepare_answer

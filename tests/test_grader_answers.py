@@ -1,5 +1,5 @@
 """What the grader reads from a response: the boxes of the final answer (graded as a set only
-against a list/set gold), the opt-in fallback for responses without a box, and the reward's
+against a list/set gold), the opt-in fallback for responses without a box, and the protocol's
 ``extraction`` switch."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import pickle
 import pytest
 
 from tests.grader_pairs import FALLBACK_CASES
-from tir_envs.rewards.math import (FinalAnswer, GraderPool, MathReward, extract_final_answer,
-                                   last_boxed_answer)
-from tir_envs.rewards.math.extract import final_boxes, graded_text, is_multi_valued
+from tir_envs.answers.math import FinalAnswer, extract_final_answer, final_boxes
+from tir_envs.protocols import math_protocol
+from tir_envs.rewards.math import GraderPool, MathReward, last_boxed_answer
+from tir_envs.rewards.math.extract import graded_text, is_multi_valued
 from tir_envs.rewards.math.reward import gold_text
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
@@ -89,23 +90,29 @@ def _trajectory():
 def test_math_reward_extraction_switch(pool):
     task = Task("t", "q", answer="9")
     unboxed = ["I ran the code. The final answer is $9$."]
-    assert MathReward(grader=pool)(task, _trajectory(), unboxed).value == 0.0
-    evaluation = MathReward(grader=pool, extraction="fallback")
-    assert evaluation(task, _trajectory(), unboxed).value == 1.0
-    assert evaluation(task, _trajectory(), ["\\boxed{8}. The final answer is $9$."]).value == 0.0
+    reward = MathReward(grader=pool)
+    assert math_protocol("torl").grade(reward, task, unboxed, _trajectory()).value == 0.0
+    evaluation = math_protocol("torl", extraction="fallback")
+    assert evaluation.grade(reward, task, unboxed, _trajectory()).value == 1.0
+    assert evaluation.grade(reward, task, ["\\boxed{8}. The final answer is $9$."],
+                            _trajectory()).value == 0.0
     with pytest.raises(ValueError, match="extraction"):
-        MathReward(extraction="lenient")
+        math_protocol("torl", extraction="lenient")
 
 
 def test_math_reward_grades_several_boxes_as_a_set(pool):
     reward = MathReward(grader=pool)
     both = ["The integers are $\\boxed{-2}$ and $\\boxed{1}$."]
-    assert reward(Task("t", "q", answer="1,-2"), _trajectory(), both).value == 1.0
-    assert reward(Task("t", "q", answer=["1", "-2"]), _trajectory(), both).value == 1.0
-    assert reward(Task("t", "q", answer="-2"), _trajectory(), both).value == 0.0
+
+    def grade(task: Task, actions: list[str]):
+        return math_protocol("torl").grade(reward, task, actions, _trajectory())
+
+    assert grade(Task("t", "q", answer="1,-2"), both).value == 1.0
+    assert grade(Task("t", "q", answer=["1", "-2"]), both).value == 1.0
+    assert grade(Task("t", "q", answer="-2"), both).value == 0.0
     # issue 21: two different boxes against one value are a hedge (this asserted 1.0 before)
-    assert reward(Task("t", "q", answer="1"), _trajectory(), both).value == 0.0
-    assert reward(Task("t", "q", answer="1,-2,3"), _trajectory(), both).value == 0.0
+    assert grade(Task("t", "q", answer="1"), both).value == 0.0
+    assert grade(Task("t", "q", answer="1,-2,3"), both).value == 0.0
 
 
 def test_gold_text_of_a_list():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.grader_pairs import CLASS_CASES
-from tir_envs.rewards.math import GraderPool, extract_final_answer
+from tir_envs.answers.math import extract_final_answer
+from tir_envs.rewards.math import GraderPool
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tests.grader_pairs import negative_pairs, positive_pairs
+from tir_envs.protocols import math_protocol
 from tir_envs.rewards.math import GraderPool, MathReward, is_equivalent
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory, Turn
+
+#: the ToRL protocol's reading of saved action texts (offline grading goes through it)
+TORL = math_protocol("torl")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +67,12 @@ def _trajectory(statuses=(), truncated=False):
 
 def test_math_reward_components(pool):
     task = Task("aime2025/0", "q", answer=70)  # AIME 2025 gold answers are ints
-    torl = MathReward(correct_reward=1.0, wrong_reward=-1.0, exec_error_penalty=0.5, grader=pool)
+    reward = MathReward(correct_reward=1.0, wrong_reward=-1.0, exec_error_penalty=0.5,
+                        grader=pool)
+
+    def torl(task, trajectory, actions):
+        return TORL.grade(reward, task, actions, trajectory)
+
     right = torl(task, _trajectory(["ok"]), ["I get \\boxed{70}."])
     assert right.value == 1.0 and right.components["correct"] == 1.0
     wrong = torl(task, _trajectory(["error", "ok"]), ["so \\boxed{71}"])
@@ -76,15 +85,16 @@ def test_answer_only_from_given_actions_and_override(pool):
     task = Task("t", "q", answer="5")
     reward = MathReward(grader=pool)
     # Only the policy's actions are searched; a bare number is not a boxed answer.
-    assert reward(task, _trajectory(["ok"]), ["```python\nprint(5)\n```", "5"]).value == 0.0
-    assert reward(task, _trajectory(), ["whatever"], answer="5").value == 1.0
+    assert TORL.grade(reward, task, ["```python\nprint(5)\n```", "5"],
+                      _trajectory(["ok"])).value == 0.0
+    assert reward.score(task, _trajectory(), "5").value == 1.0
 
 
 def test_verltool_penalties(pool):
     task = Task("t", "q", answer="5")
     reward = MathReward(tool_penalties={"exec_error": 0.25, "no_tool": 0.25,
                                         "unfinished": 0.25, "invalid_action": 0.25}, grader=pool)
-    result = reward(task, _trajectory(truncated=True), ["\\boxed{5}"])
+    result = TORL.grade(reward, task, ["\\boxed{5}"], _trajectory(truncated=True))
     assert result.components["no_tool_penalty"] == -0.25
     assert result.components["unfinished_penalty"] == -0.25
     assert result.components["exec_error_penalty"] == 0.0
@@ -97,10 +107,10 @@ def test_verltool_r_tool_costs_only_a_wrong_answer(pool):
     """VerlTool's math reward (eq. 6): R_acc = ±1 plus R_tool, 0 when correct, -0.25 otherwise."""
     task = Task("t", "q", answer="5")
     reward = MathReward(correct_reward=1.0, wrong_reward=-1.0, tool_penalty=-0.25, grader=pool)
-    right = reward(task, _trajectory(["ok"]), ["\\boxed{5}"])
+    right = TORL.grade(reward, task, ["\\boxed{5}"], _trajectory(["ok"]))
     assert right.value == 1.0 and right.components["tool_penalty"] == 0.0
-    wrong = reward(task, _trajectory(["ok"]), ["\\boxed{6}"])
+    wrong = TORL.grade(reward, task, ["\\boxed{6}"], _trajectory(["ok"]))
     assert wrong.value == -1.25 and wrong.components["tool_penalty"] == -0.25
-    assert reward(task, _trajectory(), ["no answer"]).value == -1.25
+    assert TORL.grade(reward, task, ["no answer"], _trajectory()).value == -1.25
     with pytest.raises(ValueError, match="tool_penalty .* must be <= 0"):
         MathReward(tool_penalty=0.25)

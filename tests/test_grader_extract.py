@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tir_envs.rewards.math import extract_final_answer as extract_answer
+from tir_envs.answers.math import extract_final_answer as extract_answer
 from tir_envs.rewards.math.normalize import as_rational, light_normalize, quick_verdict
 
 

@@ -10,8 +10,11 @@ import contextlib
 
 import pytest
 
+from tir_envs.protocols import math_protocol
+from tir_envs.protocols.autotir import AutoTIRProtocol
 from tir_envs.rewards.autotir import AutoTIRReward
-from tir_envs.rewards.math import GraderPool, MathReward, extract_final_answer
+from tir_envs.answers.math import extract_final_answer
+from tir_envs.rewards.math import GraderPool, MathReward
 from tir_envs.rewards.math.extract import graded_texts
 from tir_envs.rewards.math.hedge import as_list, has_disjunction, hedge_reason
 from tir_envs.rewards.math.verify import verify_pair
@@ -232,6 +235,8 @@ def test_a_disjunction_against_a_list_gold_is_read_as_the_list():
 ])
 def test_math_reward_and_autotir_math_domain(pool, action, correct):
     task = Task("q", "question", "42", {"domain": "math"})
-    assert MathReward(grader=pool)(task, Trajectory(), [action]).value == float(correct)
-    autotir = AutoTIRReward(grader=pool)(task, Trajectory(), [action])
+    torl = math_protocol("torl")
+    assert torl.grade(MathReward(grader=pool), task, [action], Trajectory()).value == \
+        float(correct)
+    autotir = AutoTIRProtocol().grade(AutoTIRReward(grader=pool), task, [action], Trajectory())
     assert autotir.correct is correct

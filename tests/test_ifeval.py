@@ -14,7 +14,7 @@ from tir_envs.rewards.ifeval import (INSTRUCTION_IDS, IFEvalReward, IFEvalVerdic
 from tir_envs.rewards.ifeval.instructions import (check_instruction, count_bullets,
                                                   count_placeholders)
 from tir_envs.rewards.ifeval.text import count_sentences, count_words, detect_language
-from tir_envs.rewards.response import final_response
+from tir_envs.answers.response import final_response
 from tir_envs.task import Task
 
 
@@ -131,14 +131,15 @@ def test_reward_scores_only_the_final_response_without_reasoning():
     task = _task(["punctuation:no_comma", "startend:end_checker"],
                  [{}, {"end_phrase": "Peace!"}])
     reward = IFEvalReward()
-    ok = reward(task, None, ["<search>a, b, c</search>",
-                             "<think>Hmm, commas, no.</think>All done. Peace!"])
+    response = final_response(["<search>a, b, c</search>",
+                               "<think>Hmm, commas, no.</think>All done. Peace!"])
+    assert response == "All done. Peace!"
+    ok = reward.score(task, None, response)
     assert ok.value == 1.0 and ok.correct is True and ok.answered is True
-    assert ok.answer == "All done. Peace!"
-    half = reward(task, None, ["Done, Peace!"])
+    half = reward.score(task, None, "Done, Peace!")
     assert half.value == 0.0 and half.components["soft"] == 0.5 and half.correct is False
-    assert IFEvalReward(mode="soft")(task, None, ["Done, Peace!"]).value == 0.5
-    empty = reward(task, None, [])
+    assert IFEvalReward(mode="soft").score(task, None, "Done, Peace!").value == 0.5
+    empty = reward.score(task, None, final_response([]))
     assert empty.value == 0.0 and empty.answered is False
     assert final_response(["x", "</think> tail "]) == "tail"
 
@@ -147,9 +148,9 @@ def test_reward_modes_and_missing_instructions_are_errors():
     with pytest.raises(ValueError, match="mode"):
         IFEvalReward(mode="lenient")
     with pytest.raises(ValueError, match="instruction_id_list"):
-        IFEvalReward()(Task("x", "q"), None, ["text"])
-    loose = IFEvalReward(mode="loose")(_task(["startend:quotation"], [{}]),
-                                       None, ['Here:\n"All quoted."'])
+        IFEvalReward().score(Task("x", "q"), None, "text")
+    loose = IFEvalReward(mode="loose").score(_task(["startend:quotation"], [{}]),
+                                             None, 'Here:\n"All quoted."')
     assert loose.value == 1.0 and loose.components["strict"] == 0.0
 
 

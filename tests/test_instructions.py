@@ -10,6 +10,7 @@ import pytest
 from tir_envs.data.ifeval import ifeval_prompts
 from tir_envs.data.instructions import (compatible, generate_instruction_prompts,
                                         generate_instruction_tasks)
+from tir_envs.answers.response import final_response
 from tir_envs.rewards.ifeval import INSTRUCTION_IDS, IFEvalReward, score_response, validate_kwargs
 
 PROMPTS = generate_instruction_prompts(1500, seed=0)
@@ -173,5 +174,5 @@ def test_the_reward_tells_a_compliant_response_from_a_violating_one(iid):
            "detectable_format:number_bullet_lists": good + "\n* one more",
            "punctuation:no_comma": good + " Yes, no."}[iid]
     reward = IFEvalReward()
-    assert reward(task, None, [f"<think>plan</think>{good}"]).value == 1.0
-    assert reward(task, None, [bad]).value == 0.0
+    assert reward.score(task, None, final_response([f"<think>plan</think>{good}"])).value == 1.0
+    assert reward.score(task, None, bad).value == 0.0

@@ -24,10 +24,10 @@ PACKAGES = ("tir_envs", "benchmarks", "trainers")
 #: with the schema in ``data.ifeval``, never a reward.
 _TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "benchmarks",
         "trainers"}
-_RUNNERS = {"tir_envs.rollout", "tir_envs.registry"} | _TOP
+_RUNNERS = {"tir_envs.rollout", "tir_envs.registry", "tir_envs.env_factory"} | _TOP
 _ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
 _LIBRARY = {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards", "tir_envs.formats",
-            "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
+            "tir_envs.answers", "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
             "tir_envs.tokenizer"} | _ENVS
 FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.task": _LIBRARY,
@@ -36,13 +36,21 @@ FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.rewards": {"tir_envs.protocols"} | _ENVS,
     "tir_envs.formats": {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards",
                          "tir_envs.protocols"} | _ENVS,
-    "tir_envs.protocols": _ENVS,
+    # how an answer is written and read sits beside the formats: the protocols own the reading
+    # (``tir_envs.answers``), the rewards only grade what it returns
+    "tir_envs.answers": {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards",
+                         "tir_envs.protocols"} | _ENVS,
+    "tir_envs.protocols": {"tir_envs.rewards"} | _ENVS,
     "tir_envs.trajectory": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.codec": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.tokenizer": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.env": {"tir_envs.envs"} | _RUNNERS,
     "tir_envs.envs": _RUNNERS,
     "tir_envs.rollout": _TOP,
+    # the trainers read the suite catalogue from the data floor (``tir_envs.data.suites``),
+    # never the benchmark harness; neither top package reaches into the other
+    "trainers": {"benchmarks", "tir_envs.cli"},
+    "benchmarks": {"trainers"},
 }
 #: the command line assembles every part, so it alone may import ``benchmarks`` (shipped in the
 #: same distribution); nothing in the library imports the trainers.
@@ -171,20 +179,11 @@ def test_no_two_parts_import_each_other_even_through_others():
     assert folder_loops(dict.fromkeys(source_files())) == []
 
 
-def _without_type_checking(path: Path, text: str | None) -> str:
-    """The source with its ``if TYPE_CHECKING:`` blocks emptied: imports for annotations only
-    never run, so they close no loop between modules (they still count between parts)."""
-    source = path.read_text() if text is None else text
-    tree = ast.parse(source, str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = [ast.Pass()]
-    return ast.unparse(tree)
-
-
 def module_graph(sources: dict[Path, str | None]) -> dict[str, dict[str, str]]:
     """``{module: {project module it imports: the file-level import that shows it}}``, from
-    the imports that run (at import time or later, in a function; not ``TYPE_CHECKING``).
+    every import: at import time, later in a function, and under ``TYPE_CHECKING`` (an import
+    for annotations only runs no code, but a reader of either module still needs the other:
+    two modules that name each other's types are one idea split in two).
 
     ``from package import submodule`` is an arrow to the submodule only: Python has run the
     package's ``__init__`` before any of its modules, whoever imports them, so counting it
@@ -193,8 +192,7 @@ def module_graph(sources: dict[Path, str | None]) -> dict[str, dict[str, str]]:
     graph: dict[str, dict[str, str]] = {}
     for path, text in sources.items():
         src = module_name(path)
-        targets = {t for t in imports_of(path, _without_type_checking(path, text))
-                   if t in modules and t != src}
+        targets = {t for t in imports_of(path, text) if t in modules and t != src}
         for target in sorted(targets):
             if not any(other.startswith(target + ".") for other in targets):
                 graph.setdefault(src, {})[target] = f"{path.relative_to(ROOT)} imports {target}"
@@ -224,6 +222,18 @@ def test_the_module_loop_checker_sees_lazy_imports_and_not_package_parents():
     assert module_loops(parent) == []
 
 
+def test_the_module_loop_checker_sees_type_only_imports():
+    """The five-file loop of ``tools/python`` was closed by imports under ``TYPE_CHECKING``."""
+    fork, session = ROOT / "tir_envs/tools/python/fork_servers.py", \
+        ROOT / "tir_envs/tools/python/session.py"
+    typed = {fork: "from tir_envs.tools.python.session import SessionHandle\n",
+             session: "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from tir_envs.tools.python.fork_servers import ForkServer\n"}
+    assert module_loops(typed) == [
+        "tir_envs/tools/python/fork_servers.py imports tir_envs.tools.python.session; "
+        "tir_envs/tools/python/session.py imports tir_envs.tools.python.fork_servers"]
+
+
 def test_the_loop_checker_finds_long_loops():
     sources = {ROOT / "tir_envs/data/a.py": "from tir_envs.rewards import x\n",
                ROOT / "tir_envs/rewards/b.py": "from tir_envs.tools import y\n",
@@ -240,6 +250,8 @@ def test_the_loop_checker_finds_long_loops():
     ("tir_envs/tools/probe.py", "from ..rewards import base\n",
      ["tir_envs.rewards", "tir_envs.rewards.base"]),
     ("tir_envs/rollout/probe.py", "import trainers.grpo\n", ["trainers.grpo"]),
+    ("trainers/common/probe.py", "def f():\n    from benchmarks.suites import SUITES\n",
+     ["benchmarks.suites", "benchmarks.suites.SUITES"]),
     ("tir_envs/envs/probe.py", "from tir_envs.task import Task\n", []),
 ])
 def test_the_checker_reports_upward_imports(where, code, expected):

@@ -6,7 +6,9 @@ import pytest
 
 from tir_envs.data.loaders import DatasetError
 from tir_envs.data.logiqa import LOGIQA_COUNT, load_logiqa, parse_logiqa
-from tir_envs.rewards.choice import ChoiceReward, extract_choice, grade_choice
+from tir_envs.answers.choice import extract_choice
+from tir_envs.answers.response import final_response
+from tir_envs.rewards.choice import ChoiceReward, grade_choice
 from tir_envs.task import Task
 
 
@@ -68,9 +70,10 @@ def test_grade_choice_is_strict_and_checks_the_gold():
 def test_choice_reward_reads_the_final_answer_not_the_reasoning():
     task = Task("q", "question", answer="B")
     reward = ChoiceReward()
-    right = reward(task, None, ["<think>A? no, \\boxed{A} is wrong</think>So \\boxed{B}."])
-    assert (right.value, right.correct, right.answer) == (1.0, True, "B")
-    wrong = reward(task, None, [r"\boxed{B} \boxed{A}"])
+    right = reward.score(task, None, final_response(
+        ["<think>A? no, \\boxed{A} is wrong</think>So \\boxed{B}."]))
+    assert (right.value, right.correct) == (1.0, True)
+    wrong = reward.score(task, None, final_response([r"\boxed{B} \boxed{A}"]))
     assert (wrong.value, wrong.answered, wrong.components["has_answer"]) == (0.0, False, 0.0)
     with pytest.raises(ValueError, match="task.answer"):
-        reward(Task("q", "question", answer=None), None, ["B"])
+        reward.score(Task("q", "question", answer=None), None, "B")

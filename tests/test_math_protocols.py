@@ -11,7 +11,7 @@ from tir_envs.formats.markdown import LastBlockFormat
 from tir_envs.protocols import EpisodeState, math_protocol
 from tir_envs.protocols.torl import TORL_EMPTY_OUTPUT, TORL_TEMPLATE, torl_output_text
 from tir_envs.protocols.zerotir import ZEROTIR_TEMPLATE, ZeroTIRProtocol, opens_block
-from tir_envs.rewards.math.interleave import interleaved_format_score
+from tir_envs.protocols.interleave import interleaved_format_score
 from tir_envs.task import Task
 
 

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from tir_envs.data.loaders import DatasetError
 from tir_envs.data.qa import (HOTPOTQA_PARAGRAPHS, QA_SETS, hotpotqa_paragraphs, load_qa,
                               load_qa_file, load_qa_tasks)
-from tir_envs.rewards.qa import QAReward, exact_match, extract_answer, f1, normalize_answer
+from tir_envs.answers.tags import extract_answer
+from tir_envs.protocols.search_r1 import SearchR1Protocol
+from tir_envs.rewards.qa import QAReward, exact_match, f1, normalize_answer
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
@@ -61,15 +63,15 @@ def test_extract_answer_takes_the_last_complete_tag():
 
 def test_reward_reads_only_the_final_action():
     task = Task("t", "Who?", ["Denise Levertov"])
-    reward = QAReward("em")
+    protocol, reward = SearchR1Protocol(), QAReward("em")
     actions = ["<search>q</search>", "<answer>Denise Levertov</answer>"]
-    assert reward(task, Trajectory(), actions).value == 1.0
+    assert protocol.grade(reward, task, actions, Trajectory()).value == 1.0
     # the gold in an earlier action (or in documents, never passed) earns nothing
     early = ["<answer>Denise Levertov</answer><search>q</search>", "<search>again</search>"]
-    result = reward(task, Trajectory(), early)
+    result = protocol.grade(reward, task, early, Trajectory())
     assert result.value == 0.0 and result.components["has_answer"] == 0.0
-    assert reward(task, Trajectory(), []).value == 0.0
-    assert QAReward("f1")(task, Trajectory(), ["<answer>Levertov</answer>"]).value == \
+    assert protocol.grade(reward, task, [], Trajectory()).value == 0.0
+    assert protocol.grade(QAReward("f1"), task, ["<answer>Levertov</answer>"]).value == \
         pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="metric"):
         QAReward("accuracy")

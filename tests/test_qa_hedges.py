@@ -11,6 +11,8 @@ import random
 import pytest
 
 from tir_envs.data.qa import QA_SETS, load_qa
+from tir_envs.protocols.autotir import AutoTIRProtocol
+from tir_envs.protocols.search_r1 import SearchR1Protocol
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.qa import QAReward, candidates, exact_match, f1
 from tir_envs.task import Task
@@ -116,7 +118,8 @@ def test_gold_plus_a_wrong_answer_never_beats_the_wrong_answer(join):
 ])
 @pytest.mark.parametrize("metric", ["em", "f1"])
 def test_qa_reward_end_to_end(metric, action, value):
-    result = QAReward(metric)(Task("q", "Capital of France?", ["Paris"]), Trajectory(), [action])
+    result = SearchR1Protocol().grade(QAReward(metric), Task("q", "Capital of France?", ["Paris"]),
+                                      [action], Trajectory())
     assert result.value == value
 
 
@@ -128,5 +131,6 @@ def test_autotir_knowledge_domain_hedges_score_like_a_wrong_answer(action, value
     """AutoTIR's knowledge outcome is F1, the score hedges exploited (read as scored: eq. 5's
     format gate would give these unboxed answers 0 whatever their F1)."""
     task = Task("q", "Capital of France?", ["Paris"], {"domain": "knowledge"})
-    result = AutoTIRReward(output_reward="plain")(task, Trajectory(), [action])
+    result = AutoTIRProtocol().grade(AutoTIRReward(output_reward="plain"), task, [action],
+                                     Trajectory())
     assert result.components["r_out"] == pytest.approx(value / 0.9)

@@ -13,6 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from tir_envs.data.qa import QA_SETS, load_qa
 from tir_envs.task import Task
+from tir_envs.protocols.autotir import AutoTIRProtocol
+from tir_envs.protocols.search_r1 import SearchR1Protocol
 from tir_envs.rewards.autotir import AutoTIRReward
 from tir_envs.rewards.qa import QAReward, exact_match, f1, rivals
 from tir_envs.trajectory import Trajectory
@@ -119,6 +121,8 @@ def test_rewards_read_the_question_for_its_options(answer, value):
     task = Task("q", "Who is older, Annie Morton or Terry Richardson?", ["Terry Richardson"],
                 {"domain": "knowledge"})
     for metric in ("em", "f1"):
-        assert QAReward(metric)(task, Trajectory(), [f"<answer>{answer}</answer>"]).value == value
-    out = AutoTIRReward()(task, Trajectory(), [f"<answer>{answer}</answer>"])
+        assert SearchR1Protocol().grade(QAReward(metric), task, [f"<answer>{answer}</answer>"],
+                                        Trajectory()).value == value
+    out = AutoTIRProtocol().grade(AutoTIRReward(), task, [f"<answer>{answer}</answer>"],
+                                  Trajectory())
     assert out.components["f1"] == pytest.approx(value)

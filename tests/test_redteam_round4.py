@@ -29,7 +29,7 @@ import unicodedata
 import pytest
 
 import tir_envs
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.answers.math import extract_final_answer
 from tir_envs.rewards.math.pool import default_pool
 from tir_envs.trajectory import read_jsonl, write_jsonl
 from tir_envs.untrusted import escape_controls
@@ -209,19 +209,22 @@ def test_the_round4_hedge_probes_flag_a_last_item_grader():
 
     from tir_envs.audit import PAYS, PROBES, audit
     from tir_envs.envs.mathcode import MathCodeEnv
-    from tir_envs.rewards.base import RewardResult
+    from tir_envs.rewards.base import RewardResult, as_reward
 
     class LastItem(MathCodeEnv):
-        def outcome(self, task, trajectory, actions):
-            answer = self.answer()
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.honest, self.reward = self.reward, as_reward(self.last_item)
+
+        def last_item(self, task, trajectory, answer):
             if answer is None:
-                return super().outcome(task, trajectory, actions)
+                return self.honest.score(task, trajectory, answer)
             text = re.sub(r"\\text\{[^{}]*\}$", "", str(answer).strip()).strip()
             gold = str(task.answer).strip()
             correct = text.endswith(gold) and re.search(_SEPARATORS, text[:-len(gold)])
             correct = bool(correct)
             return RewardResult(float(correct), {"correct": float(correct)},
-                                correct=correct, answered=True, answer=str(answer))
+                                correct=correct, answered=True)
 
     names = {"hedge.dots", "hedge.norm_bar", "hedge.accent", "hedge.units_apart",
              "hedge.bmod", "hedge.value_chain"}

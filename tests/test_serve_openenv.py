@@ -16,7 +16,7 @@ from openenv.core import GenericEnvClient  # noqa: E402
 
 from tests.mcp_helpers import free_port  # noqa: E402
 from tests.openenv_helpers import CAPITALS_MODULE, TASKS, start, stop  # noqa: E402
-from tir_envs.serving.openenv_server import tokenizer_pin  # noqa: E402
+from tir_envs.tokenizer import tokenizer_pin  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from tests.sql_helpers import (ATTACK_FILES, CACHE, ENGINES, UNSAFE_DUCKDB, UNSAFE_SQLITE,
-                               folder_listing, make_sqlite, sha256, spider_db)
-from tir_envs.rewards.sql import (GoldQueryError, SQLReward, execution_match, extract_solution,
+from tests.sql_helpers import (ATTACK_FILES, CACHE, ENGINES, SQL_PROTOCOL, UNSAFE_DUCKDB,
+                               UNSAFE_SQLITE, folder_listing, make_sqlite, sha256, spider_db)
+from tir_envs.answers.tags import extract_solution
+from tir_envs.rewards.sql import (GoldQueryError, SQLReward, execution_match,
                                   gold_result, match)
 from tir_envs.rewards.sql_compare import column_mappings, multiset_equal, normalize_value
 from tir_envs.rewards.sql_ordering import with_sort_keys
@@ -169,7 +170,7 @@ def test_hedges_never_match(toy, engine, why, gold, pred):
     db = open_database(toy, cache_dir=CACHE, engine=engine)
     assert not match(pred, gold, db).correct, why
     reward = SQLReward(engine=engine, cache_dir=CACHE)
-    result = reward(_task(toy, gold), Trajectory(), [f"<solution>{pred}</solution>"])
+    result = graded(reward, _task(toy, gold), [f"<solution>{pred}</solution>"])
     assert result.value <= 0.0 and not result.correct
 
 
@@ -290,30 +291,34 @@ def test_extract_solution(text, sql):
     assert extract_solution(text) == sql
 
 
+def graded(reward: SQLReward, task: Task, actions: list[str]):
+    """``reward`` of the final action, read by the SkyRL-SQL protocol as the env reads it."""
+    return SQL_PROTOCOL.grade(reward, task, actions, Trajectory())
+
+
 def _task(toy, gold="SELECT name FROM t WHERE grp = 'a'"):
     return Task("toy/0", "Who is in group a?", gold, {"db_path": str(toy)})
 
 
 def test_reward_typed_outcome_and_components(toy):
     reward = SQLReward()
-    task, traj = _task(toy), Trajectory()
-    good = reward(task, traj, ["<solution>SELECT name FROM t WHERE grp = 'a'</solution>"])
+    task = _task(toy)
+    good = graded(reward, task, ["<solution>SELECT name FROM t WHERE grp = 'a'</solution>"])
     assert good.value == 1.0 and good.components == {
         "format": 1.0, "has_answer": 1.0, "executed": 1.0, "correct": 1.0, "timeout": 0.0,
         "gold_error": 0.0}
-    assert (good.correct, good.answered, good.answer) == (
-        True, True, "SELECT name FROM t WHERE grp = 'a'")
-    wrong = reward(task, traj, ["<solution>SELECT name FROM t</solution>"])
+    assert (good.correct, good.answered) == (True, True)
+    wrong = graded(reward, task, ["<solution>SELECT name FROM t</solution>"])
     assert wrong.value == 0.0 and (wrong.correct, wrong.answered) == (False, True)
     assert wrong.components["executed"] == 1.0 and wrong.components["correct"] == 0.0
-    broken = reward(task, traj, ["<solution>SELEC name</solution>"])
+    broken = graded(reward, task, ["<solution>SELEC name</solution>"])
     assert broken.value == 0.0 and broken.components["executed"] == 0.0
-    malformed = reward(task, traj, ["I think the answer is alice"])
+    malformed = graded(reward, task, ["I think the answer is alice"])
     assert malformed.value == -1.0 and (malformed.correct, malformed.answered) == (False, False)
-    hallucinated = reward(task, traj, ["<observation>x</observation><solution>SELECT name FROM t "
-                                       "WHERE grp = 'a'</solution>"])
+    hallucinated = graded(reward, task, ["<observation>x</observation><solution>SELECT name "
+                                         "FROM t WHERE grp = 'a'</solution>"])
     assert hallucinated.components["format"] == 0.0  # a solution after its own observation
-    gold_bad = reward(_task(toy, "SELECT nope FROM t"), traj, ["<solution>SELECT 1</solution>"])
+    gold_bad = graded(reward, _task(toy, "SELECT nope FROM t"), ["<solution>SELECT 1</solution>"])
     assert gold_bad.components["gold_error"] == 1.0 and gold_bad.value == 0.0
     assert gold_bad.correct is None and gold_bad.answered
 
@@ -322,8 +327,8 @@ def test_reward_runs_gold_and_prediction_on_its_engine(toy):
     # a double-quoted string: SQLite reads a string, DuckDB a (missing) column
     task = _task(toy, "SELECT name FROM t WHERE grp = 'a'")
     action = ['<solution>SELECT name FROM t WHERE grp = "a"</solution>']
-    assert SQLReward()(task, Trajectory(), action).correct is True
-    duck = SQLReward(engine="duckdb", cache_dir=CACHE)(task, Trajectory(), action)
+    assert graded(SQLReward(), task, action).correct is True
+    duck = graded(SQLReward(engine="duckdb", cache_dir=CACHE), task, action)
     assert duck.correct is False and duck.components["executed"] == 0.0
     with pytest.raises(ValueError, match="engine must be one of"):
         SQLReward(engine="mysql")
@@ -331,14 +336,14 @@ def test_reward_runs_gold_and_prediction_on_its_engine(toy):
 
 def test_reward_finds_the_database_by_id(toy):
     task = Task("toy/1", "q", "SELECT count(*) FROM t", {"db_id": "toy"})
-    ok = SQLReward(db_dir=toy.parent)(task, Trajectory(), ["<solution>SELECT 6</solution>"])
+    ok = graded(SQLReward(db_dir=toy.parent), task, ["<solution>SELECT 6</solution>"])
     assert ok.correct is True
     with pytest.raises(ValueError, match="names no database"):
-        SQLReward()(task, Trajectory(), ["<solution>SELECT 6</solution>"])
+        graded(SQLReward(), task, ["<solution>SELECT 6</solution>"])
 
 
 def test_reward_timeout_component(toy):
-    slow = SQLReward(timeout_s=0.3)(_task(toy), Trajectory(), [
+    slow = graded(SQLReward(timeout_s=0.3), _task(toy), [
         "<solution>WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
         "SELECT count(*) FROM r</solution>"])
     assert slow.components["timeout"] == 1.0 and slow.value == 0.0
@@ -385,9 +390,9 @@ def test_harmful_solutions_score_0_and_leave_no_trace(tmp_path, engine):
     reward = SQLReward(engine=engine, cache_dir=tmp_path / "cache")
     task = Task("pets/0", "How many pets?", "SELECT count(*) FROM Pets", {"db_path": str(path)})
     for sql in dict.fromkeys(UNSAFE_SQLITE + UNSAFE_DUCKDB):
-        result = reward(task, Trajectory(), [f"<solution>{sql}</solution>"])
+        result = graded(reward, task, [f"<solution>{sql}</solution>"])
         assert result.value == 0.0 and result.correct is False, (engine, sql)
-    assert reward(task, Trajectory(), ["<solution>SELECT 3</solution>"]).correct is True
+    assert graded(reward, task, ["<solution>SELECT 3</solution>"]).correct is True
     assert sha256(path) == before and folder_listing(folder) == listing
     for leftover in ATTACK_FILES:
         assert not os.path.exists(leftover), leftover

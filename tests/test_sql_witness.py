@@ -8,7 +8,7 @@ import functools
 
 import pytest
 
-from tests.sql_helpers import make_sqlite, sha256
+from tests.sql_helpers import SQL_PROTOCOL, make_sqlite, sha256
 from tir_envs.data.spider import load_spider
 from tir_envs.task import Task
 from tir_envs.rewards.sql import SQLReward, gold_result, match, task_database
@@ -29,7 +29,7 @@ def _nothing_like(gold: str) -> list[str]:
 
 
 def _solve(task: Task, sql: str):
-    return SQLReward()(task, Trajectory(), [f"<solution>{sql}</solution>"])
+    return SQL_PROTOCOL.grade(SQLReward(), task, [f"<solution>{sql}</solution>"], Trajectory())
 
 
 def test_the_shipped_empty_golds_are_the_21_and_each_is_witnessed():

@@ -130,7 +130,7 @@ def test_bad_arguments_are_named():
         ToolUseEnv(tasks=TASKS, tools=[capital], reward="bleu")
     with pytest.raises(ValueError, match=r"two tools are named \['capital'\]"):
         ToolUseEnv(tasks=TASKS, tools=[capital, function_tool(capital)])
-    with pytest.raises(TypeError, match="configure the 'python'/'search' tools"):
+    with pytest.raises(TypeError, match="configure shipped tools that tools= does not include"):
         ToolUseEnv(tasks=TASKS, tools=[capital], topk=3)
 
 

@@ -74,6 +74,52 @@ def test_bench_runs_a_user_env_with_import(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1])["out"] == "run"
 
 
+SILENT_PY = """
+import gymnasium as gym
+
+from tir_envs import TIREnv
+from tir_envs.protocols import Protocol
+from units import TASKS, ConvertTool, UnitsProtocol, exact_reward
+
+
+class SilentProtocol(UnitsProtocol):
+    render_answer = Protocol.render_answer  # it never says how an answer is written
+
+
+class SilentEnv(TIREnv):
+    env_id = "demo/Silent-v0"
+
+    def __init__(self, tasks=None, **kwargs):
+        super().__init__(protocol=SilentProtocol(), tools=[ConvertTool()], reward=exact_reward,
+                         tasks=TASKS if tasks is None else tasks, **kwargs)
+
+
+gym.register("demo/Silent-v0", entry_point=SilentEnv)
+"""
+
+
+def test_bench_oracle_and_wrong_answer_a_user_env_through_its_protocol(tmp_path):
+    """Issue 47.1: ``--policy oracle|wrong`` writes answers with the env's ``render_answer``, as
+    ``rollout`` does; a protocol without one is refused before the run folder is made."""
+    folder = write_units(tmp_path)
+    common = ["--tasks", "units.jsonl", "--scoring", "math", "--import", "units",
+              "--no-progress"]
+    for policy, expected in (("oracle", [True, True]), ("wrong", [False, False])):
+        done = cli(folder, "bench", "--env", ENV_ID, "--policy", policy, "--out", policy,
+                   *common)
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(line) for line in (folder / policy / "samples.jsonl").open()]
+        assert [r["correct"] for r in records] == expected
+        # the units protocol reads only a number: the fixed wrong word is no answer to it
+        assert all(r["answered"] == (policy == "oracle") and r["tool_calls"] == 0
+                   for r in records)
+    (folder / "silent.py").write_text(SILENT_PY)
+    done = cli(folder, "bench", "--env", "demo/Silent-v0", "--policy", "oracle", "--out",
+               "silent", *common[:-3], "--import", "silent", "--no-progress")
+    assert done.returncode != 0 and "render_answer" in done.stderr, done.stderr
+    assert "scripted:FILE" in done.stderr and not (folder / "silent").exists()
+
+
 def test_bench_on_a_user_env_without_scoring_says_to_pass_it(tmp_path):
     folder = write_units(tmp_path)
     done = cli(folder, "bench", "--tasks", "units.jsonl", "--env", ENV_ID, "--import", "units",

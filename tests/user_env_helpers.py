@@ -57,6 +57,12 @@ class UnitsProtocol(Protocol):
         return last if last and re.fullmatch(r"-?\d+", last) else None
 
 
+def exact_reward(task, trajectory, answer):
+    correct = answer == str(task.answer)
+    return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
+                        answered=answer is not None)
+
+
 TASKS = [{"id": "u0", "question": "3 km in metres?", "answer": 3000},
          {"id": "u1", "question": "4 km in metres?", "answer": 4000},
          {"id": "u2", "question": "7 m in metres?", "answer": 7}]
@@ -66,14 +72,9 @@ class UnitsEnv(TIREnv):
     env_id = "demo/Units-v0"
 
     def __init__(self, tasks=None, **kwargs):
+        kwargs.setdefault("reward", exact_reward)
         super().__init__(protocol=UnitsProtocol(), tools=[ConvertTool()],
                          tasks=TASKS if tasks is None else tasks, **kwargs)
-
-    def outcome(self, task, trajectory, actions):
-        answer = self.answer()
-        correct = answer == str(task.answer)
-        return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
-                            answered=answer is not None, answer=answer)
 
 
 gym.register("demo/Units-v0", entry_point=UnitsEnv)

@@ -15,14 +15,13 @@ What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); wh
 between envs is wiring: the protocol, the tools and the reward, all constructor parts.  This
 class owns the rest, once: the ledger, budgets, tool sessions, chat glue around observations,
 the one reading of the answer (the protocol's, when the episode ends) that both the ledger and
-the reward get, the outcome computed off the event loop (``aoutcome``) and written to the
-ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
+the reward get, the reward part's score computed off the event loop (``Reward.ascore``) and
+written to the ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
 ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import time
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from tir_envs.limits import GenerationLimits
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
 from tir_envs.status import Status
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
-from tir_envs.sync_bridge import in_loop, needs_loop, run_sync
+from tir_envs.sync_bridge import needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
 from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
@@ -56,6 +55,12 @@ MAX_CALLS_PER_TURN = 16
 MAX_TOOL_SECONDS = 600.0
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
+#: hooks that are gone, and what replaced them
+REMOVED = {"outcome": "the episode's outcome is the reward part's: pass reward=f(task, "
+                      "trajectory, answer) -> RewardResult, or a tir_envs.rewards.Reward (it gets "
+                      "the protocol's one answer; see docs/write_an_env.md)",
+           "aoutcome": "a reward that awaits I/O defines async ascore(task, trajectory, answer) "
+                       "on its tir_envs.rewards.Reward; pass it as reward="}
 
 
 @dataclass
@@ -107,8 +112,7 @@ class TIREnv(gym.Env):
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
-    ``tools_ended`` (results that end the episode), ``answer``, ``outcome``/``aoutcome`` (only
-    for an outcome that needs more than the reward part), ``turn_reward``, ``extra_reward``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward``, ``extra_reward``,
     ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
     and their async twins are final.
     """
@@ -120,6 +124,12 @@ class TIREnv(gym.Env):
     default_tasks: str | None = None
     #: the shipped tools whose keywords the env takes (``tir_envs.envs.tooling``)
     configured_tools: tuple[str, ...] = ()
+    #: how a benchmark compares this env's answers (``math``, ``qa``, ``sql``, ``choice``,
+    #: ``ifeval``): a custom suite on the env needs no ``--scoring`` (``None``: it must say)
+    scoring: str | None = None
+    #: the env arguments an evaluation runs it with, and the run options it accepts
+    eval_kwargs: Mapping[str, Any] = {}
+    eval_options: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -198,12 +208,16 @@ class TIREnv(gym.Env):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        removed = sorted(name for name in REMOVED if name in vars(cls))
+        if removed:
+            raise TypeError(f"{cls.__name__} defines {removed}, which TIREnv no longer calls: "
+                            + "; ".join(REMOVED[name] for name in removed))
         overridden = sorted(name for name in FINAL if name in vars(cls))
         if overridden:
             raise TypeError(f"{cls.__name__} overrides {overridden}: reset/step/close and their "
                             "async twins are final, so every caller runs the same code; "
-                            "customise through the hooks instead (on_reset(task), outcome, "
-                            "is_final, on_close, ...; see TIREnv's docstring)")
+                            "customise through the hooks instead (on_reset(task), is_final, "
+                            "turn_reward, on_close, ...; see TIREnv's docstring)")
 
     @staticmethod
     def _protocol(protocol: Protocol | None, tool_format, system_prompt, chat) -> Protocol:
@@ -273,21 +287,6 @@ class TIREnv(gym.Env):
     def is_final(self, action_text: str, calls: list[ToolCall]) -> bool:
         """Whether this action ends the episode (the protocol decides)."""
         return not self.use_tools or self.protocol.is_final(action_text, calls, self.state)
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        """The episode's outcome reward: the reward part's score of the protocol's answer (read
-        once when the episode ended: ``self.state.answer``).  Override only for an outcome
-        that needs more than a reward gets; the env writes the result to the ledger."""
-        return self.reward.score(task, trajectory, self.state.answer)
-
-    async def aoutcome(self, task: Task, trajectory: Trajectory,
-                       actions: list[str]) -> RewardResult:
-        """``outcome`` off the event loop: slow grading never stalls the other episodes.  From
-        sync code (``step``, no loop) it runs inline: no other episode waits on this thread.
-        An override that awaits I/O starts with ``await needs_loop()`` (``sync_bridge``)."""
-        if not in_loop():
-            return self.outcome(task, trajectory, actions)
-        return await asyncio.to_thread(self.outcome, task, trajectory, actions)
 
     def turn_reward(self, turn: Turn, results: list[ToolResult]) -> RewardResult | None:
         """An optional reward for one tool-calling turn, credited at its last policy token."""
@@ -404,7 +403,8 @@ class TIREnv(gym.Env):
         if self._done:
             await self.aend_episode()
             self.state.answer = self.answer()  # the one reading: the ledger and the reward get it
-            out = self._end(out, await self.aoutcome(self.task, self.trajectory, self.actions))
+            out = self._end(out, await self.reward.ascore(self.task, self.trajectory,
+                                                          self.state.answer))
         return out
 
     def _coerce_action(self, action: Any) -> tuple[list[int], list[float] | None, str | None]:
@@ -601,11 +601,11 @@ class TIREnv(gym.Env):
         traj.metadata.update(result.metadata)
         traj.metadata.update(meta)
         traj.infra_failed |= result.infra_failed
-        answer = self.state.answer
+        answer = self.state.answer  # the protocol's one reading; the reward never rewrites it
+        traj.answer = None if answer is None else str(answer)
         if traj.turns:
-            traj.turns[-1].answer = None if answer is None else str(answer)
+            traj.turns[-1].answer = traj.answer
         traj.correct, traj.answered = result.correct, result.answered
-        traj.answer = result.answer if result.answer is not None else answer
         if traj.terminated and traj.answered is False:
             traj.stop_reason = "no_answer"  # the episode ended, but with no answer to grade
         traj.credit(value)

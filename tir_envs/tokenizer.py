@@ -1,4 +1,10 @@
-"""Tokenizers the project ships, built offline from files inside the package.
+"""Tokenizers the project ships, built offline from files inside the package, and the one way
+any part of the project names, loads and identifies a tokenizer:
+
+* ``load_tokenizer(spec)``: every spelling the envs, policies and trainers accept;
+* ``tokenizer_ref(tok)``: the spelling that loads ``tok`` again (pinned in every ledger);
+* ``tokenizer_pin(tok)`` / ``vocab_mismatch(a, b)``: what the ids mean (name, size, vocabulary
+  hash, end of sequence), and where two tokenizers' ids stop meaning the same text.
 
 The Qwen2/Qwen2.5 byte-level BPE (vocab.json + merges.txt, Apache-2.0) is bundled so that
 the demo, the default environments and the tests run on a real production vocabulary without
@@ -9,6 +15,9 @@ same under transformers 4.x and 5.x.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib
+import json
 import logging
 import os
 import shutil
@@ -148,16 +157,25 @@ def prepared_qwen25() -> Path:
 
 
 def load_tokenizer(tokenizer=None):
-    """Resolve the ``tokenizer`` argument every env and policy accepts.
+    """Resolve the ``tokenizer`` argument every env, policy and trainer accepts.
 
-    ``None`` gives the bundled Qwen2.5 tokenizer; ``"family:NAME"`` an offline family vocabulary
-    (``tir_envs.chat.vocab``: qwen3, mistral, llama-3-real, gpt-oss, stand-ins); a string is a local path or hub name for
-    ``AutoTokenizer``; anything else must already be a Hugging Face tokenizer.
+    ``None`` or ``"qwen2.5"`` gives the bundled Qwen2.5 tokenizer; ``"family:NAME"`` an offline
+    family vocabulary (``tir_envs.chat.vocab``: qwen3, mistral, llama-3-real, gpt-oss, stand-ins);
+    ``"package.module:function"`` the tokenizer that function returns (called with no
+    arguments); another string is a local path or hub name for ``AutoTokenizer``; anything else
+    must already be a Hugging Face tokenizer.
     """
-    if tokenizer is None:
+    if tokenizer is None or tokenizer == "qwen2.5":
         return qwen25_tokenizer()
     if isinstance(tokenizer, str) and tokenizer.startswith("family:"):
         return family_tokenizer(tokenizer.split(":", 1)[1])
+    if isinstance(tokenizer, str) and _is_factory(tokenizer):
+        module, _, name = tokenizer.partition(":")
+        try:
+            return load_tokenizer(getattr(importlib.import_module(module), name)())
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"tokenizer {tokenizer!r}: cannot call {name} of {module} "
+                             f"({exc})") from exc
     if isinstance(tokenizer, (str, Path)):
         if check_tokenizer_folder(tokenizer):
             return hub_tokenizer(str(tokenizer))
@@ -168,6 +186,45 @@ def load_tokenizer(tokenizer=None):
             f"tokenizer must be None, a path/name, or a Hugging Face tokenizer; got "
             f"{type(tokenizer).__name__}. Pass e.g. AutoTokenizer.from_pretrained(...).")
     return tokenizer
+
+
+def _is_factory(spec: str) -> bool:
+    """``"package.module:function"`` (not a path, a URL or a hub name)."""
+    module, sep, name = spec.partition(":")
+    return bool(sep and module and name.isidentifier() and
+                all(part.isidentifier() for part in module.split(".")))
+
+
+def tokenizer_pin(tokenizer: Any) -> dict[str, Any]:
+    """What identifies a tokenizer's ids: its name, size, vocabulary hash and end of
+    sequence."""
+    vocab = tokenizer.get_vocab()
+    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False)
+                            .encode()).hexdigest()
+    return {"name": getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__,
+            "vocab_size": len(vocab), "vocab_sha256": digest,
+            "eos_token": getattr(tokenizer, "eos_token", None),
+            "eos_token_id": getattr(tokenizer, "eos_token_id", None)}
+
+
+def vocab_mismatch(ours: Any, theirs: Any) -> str | None:
+    """Where ``theirs`` (a policy's tokenizer) gives ids another meaning than ``ours`` (the
+    env's): a different size, or the first of a sample of ids (spread over the vocabulary, and
+    its last 32, where added tokens live) that maps to another token; ``None``: the same."""
+    if theirs is ours:
+        return None
+    size = len(ours)
+    if len(theirs) != size:
+        return f"{len(theirs)} token ids against {size}"
+    ids = sorted({*range(0, size, max(1, size // 64)), *range(size)[-32:]})
+    try:
+        a, b = theirs.convert_ids_to_tokens(ids), ours.convert_ids_to_tokens(ids)
+    except AttributeError:
+        return None
+    for i, x, y in zip(ids, a, b):
+        if x != y:
+            return f"id {i} is {x!r} against {y!r}"
+    return None
 
 
 def tokenizer_ref(tokenizer) -> str | None:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import pick  # noqa: E402
 
 from benchmarks import get_suite, run  # noqa: E402
-from benchmarks.oracle import ItemScriptedPolicy, final_format, gold_of  # noqa: E402
+from benchmarks.oracle import ItemScriptedPolicy, gold_of, written  # noqa: E402
 from benchmarks.store import RunStore  # noqa: E402
 
 
@@ -82,9 +82,8 @@ class TimedScript(ItemScriptedPolicy):
 
     @staticmethod
     def _script(job) -> list[str]:
-        fmt = final_format(get_suite(job.suite))
-        return [fmt(answer_variant(gold_of(job.task, job.part.scoring), job.item,
-                                   job.part.scoring), True)]
+        return [written(job.protocol, answer_variant(gold_of(job.task, job.part.scoring),
+                                                     job.item, job.part.scoring))]
 
     async def generate_job(self, job, prompt_ids, stop, sampling):
         t0, c0 = time.perf_counter(), time.thread_time()
@@ -94,15 +93,28 @@ class TimedScript(ItemScriptedPolicy):
         return out
 
 
+def suite_protocol(suite):
+    """The protocol the suite's env writes answers with (the same the harness's oracle uses)."""
+    from tir_envs.registry import make
+
+    env = make(suite.env_id, **suite.env_kwargs, tasks=[task for _, task in suite.items(1)])
+    try:
+        return env.unwrapped.protocol
+    finally:
+        env.close()
+
+
 def bare_grading(suite_name: str, items: int) -> tuple[float, float, list[bool]]:
     """Wall and this process's CPU seconds to extract and grade each item's action text
     directly, and the verdicts."""
-    from tir_envs.rewards.math import GraderPool, default_pool, extract_final_answer
+    from tir_envs.answers.math import extract_final_answer
+    from tir_envs.rewards.math import GraderPool, default_pool
     from tir_envs.rewards.math.reward import gold_text
 
     suite = get_suite(suite_name)
-    fmt = final_format(suite)
-    work = [(task, fmt(answer_variant(gold_of(task, part.scoring), i, part.scoring), True))
+    protocol = suite_protocol(suite)
+    work = [(task, written(protocol, answer_variant(gold_of(task, part.scoring), i,
+                                                    part.scoring)))
             for i, (part, task) in enumerate(suite.items(items))]
     scoring = suite.parts[0].scoring
     if scoring == "math":
@@ -117,10 +129,12 @@ def bare_grading(suite_name: str, items: int) -> tuple[float, float, list[bool]]
                     [g.correct for g in grades])
     t0, c0 = time.perf_counter(), time.process_time()
     if scoring == "qa":
-        from tir_envs.rewards.qa import exact_match, extract_answer
+        from tir_envs.answers.tags import extract_answer
+        from tir_envs.rewards.qa import exact_match
         ok = [exact_match(extract_answer(text), task.answer) for task, text in work]
     elif scoring == "sql":
-        from tir_envs.rewards.sql import execution_match, extract_solution
+        from tir_envs.answers.tags import extract_solution
+        from tir_envs.rewards.sql import execution_match
         ok = [execution_match(extract_solution(text), task.answer, task.meta["db_path"])
               for task, text in work]
     else:

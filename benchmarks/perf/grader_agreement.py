@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
-from tir_envs.rewards.math import GraderPool, extract_final_answer  # noqa: E402
+from tir_envs.answers.math import extract_final_answer  # noqa: E402
+from tir_envs.rewards.math import GraderPool  # noqa: E402
 
 _GOLD, _PRED = {"gold"}, {"pred", "answer"}
 _EXPECTED = {"expected", "result", "expected_result"}

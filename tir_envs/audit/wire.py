@@ -55,7 +55,7 @@ async def wire(via: str, env: Any, env_kwargs: Mapping[str, Any] | None,
 
 def check_server(url: str, env_id: str, twin: Any) -> None:
     """The server at ``url`` serves ``env_id`` with the local copy's tokenizer, or raise."""
-    from tir_envs.serving.openenv_server import tokenizer_pin
+    from tir_envs.tokenizer import tokenizer_pin
     try:
         with urllib.request.urlopen(f"{url}/metadata", timeout=10) as response:  # noqa: S310
             meta = json.loads(response.read())

@@ -36,6 +36,7 @@ class AutoTIREnv(TIREnv):
     env_id = "tir/AutoTIR-v0"
     default_tasks = "autotir-train"
     configured_tools = ("search", "python")
+    scoring = "math"
 
     def __init__(
         self,

@@ -47,6 +47,10 @@ class MathCodeEnv(TIREnv):
     env_id = "tir/MathCode-v0"
     default_tasks = "math500"
     configured_tools = ("python",)
+    scoring = "math"
+    # evaluation reads an unboxed final answer too ("The final answer is $9$"); RL keeps boxes
+    eval_kwargs = {"protocol": "torl", "extraction": "fallback"}
+    eval_options = ("protocol",)
 
     def __init__(self, protocol: str | MathProtocol = "torl", tasks: Any = None,
                  tokenizer: Any = None, tool: Tool | None = None,

@@ -33,6 +33,7 @@ class SearchEnv(TIREnv):
     env_id = "tir/Search-v0"
     default_tasks = "hotpotqa_distractor"
     configured_tools = ("search",)
+    scoring = "qa"
 
     def __init__(
         self,

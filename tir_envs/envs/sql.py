@@ -43,6 +43,7 @@ class SQLEnv(TIREnv):
 
     env_id = "tir/SQL-v0"
     default_tasks = "spider"
+    scoring = "sql"
 
     def __init__(
         self,

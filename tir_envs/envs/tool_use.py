@@ -28,34 +28,22 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tir_envs.env import TIREnv, reject_wiring
-from tir_envs.envs.tooling import pop_tool_config
+from tir_envs.envs.tooling import SHIPPED_TOOLS, pop_tool_config, tool_keywords
 from tir_envs.protocols.tool_use import DEFAULT_INSTRUCTIONS, ToolUseProtocol
 from tir_envs.rewards.answer import answer_reward
 from tir_envs.tools.base import Tool
 from tir_envs.tools.function import FunctionTool
 
-#: the shipped tools by name, and the schema the model reads for each
-BUILTIN_SCHEMAS: dict[str, dict[str, Any]] = {
-    "python": {"description": "Run Python code and return what it prints, or the error. "
-                              "Print the values you need to see.",
-               "argument": ("code", "Python source to run.")},
-    "search": {"description": "Search the corpus; returns the top documents.",
-               "argument": ("query", "What to search for.")},
-    "sql": {"description": "Run one SQL query against the task's database (read-only) and "
-                           "return the rows.",
-            "argument": ("query", "The SQL query.")},
-}
-
-
 def tool_schema(tool: Tool) -> dict[str, Any]:
-    """The function schema of any tool: its own ``schema``, the shipped tools' below, or a
-    generic one (one string argument) for a ``Tool`` subclass that declares none."""
+    """The function schema of any tool: its own ``schema``, a shipped tool's (its record in
+    ``SHIPPED_TOOLS``), or a generic one (one string argument) for a ``Tool`` subclass that
+    declares none."""
     own = getattr(tool, "schema", None)
     if isinstance(own, dict):
         return own
-    spec = BUILTIN_SCHEMAS.get(tool.name)
-    description = spec["description"] if spec else (tool.__doc__ or tool.name).strip()
-    arg, arg_doc = spec["argument"] if spec else ("input", "The tool's input.")
+    spec = SHIPPED_TOOLS.get(tool.name)
+    description = spec.description if spec else (tool.__doc__ or tool.name).strip()
+    arg, arg_doc = spec.argument if spec else ("input", "The tool's input.")
     return {"type": "function", "function": {
         "name": tool.name, "description": description.split("\n\n")[0],
         "parameters": {"type": "object", "required": [arg],
@@ -73,6 +61,7 @@ class ToolUseEnv(TIREnv):
 
     env_id = "tir/ToolUse-v0"
     configured_tools = ("search", "python")
+    scoring = "qa"
 
     def __init__(self, tasks: Any = None, tools: Sequence[Any] | Any = (),
                  reward: Any = "em", tokenizer: Any = None,
@@ -96,17 +85,15 @@ class ToolUseEnv(TIREnv):
     # ------------------------------------------------------------------ tools
     def _build_tools(self, tools: Any, kwargs: dict[str, Any]) -> list[Tool]:
         items = [tools] if isinstance(tools, str) or not isinstance(tools, Sequence) else tools
-        items = [resolve_tool_spec(t) if isinstance(t, str) and t not in BUILTIN_SCHEMAS else t
+        items = [resolve_tool_spec(t) if isinstance(t, str) and t not in SHIPPED_TOOLS else t
                  for t in items]
         flat = [x for item in items for x in (item if isinstance(item, list) else [item])]
-        wanted = [t for t in flat if t in ("python", "search")]
+        wanted = list(dict.fromkeys(t for t in flat if isinstance(t, str) and t in SHIPPED_TOOLS))
         configs = pop_tool_config(kwargs, *wanted) if wanted else {}
-        if not wanted:  # keywords of tools that are not there are refused by name below
-            leftover = sorted({"retriever", "search_backend", "topk", "backend", "stateful",
-                               "tool_timeout_s"} & set(kwargs))
-            if leftover:
-                raise TypeError(f"{leftover} configure the 'python'/'search' tools, which "
-                                "tools= does not include")
+        leftover = sorted(tool_keywords(list(SHIPPED_TOOLS)) & set(kwargs))
+        if leftover:  # keywords of shipped tools that tools= does not include
+            raise TypeError(f"{leftover} configure shipped tools that tools= does not include "
+                            f"(it has {wanted or 'none'}); add the tool or drop the keyword")
         out: list[Tool] = []
         for item in flat:
             out.extend(self._one_tool(item, configs))
@@ -118,13 +105,8 @@ class ToolUseEnv(TIREnv):
             return [item]
         if isinstance(item, McpTools):
             return list(item.tools())
-        if item in ("python", "search"):
+        if isinstance(item, str) and item in configs:  # a shipped tool (SHIPPED_TOOLS)
             tool = configs[item].build()
-            self._owned.append(tool)
-            return [tool]
-        if item == "sql":
-            from tir_envs.tools.sql.tool import SQLTool
-            tool = SQLTool()
             self._owned.append(tool)
             return [tool]
         if callable(item):

@@ -24,33 +24,39 @@ keyword                   default    meaning
 ``tool_timeout_s``        search 30 s, python 10 s, sql 5 s
 ========================  =========  ===============================================
 
-An env pops its tools' keywords from its ``**kwargs`` with ``pop_tool_config`` (unknown
-keywords then reach ``TIREnv`` and are refused there, by name).
+Each shipped tool is one record in ``SHIPPED_TOOLS``: its config class names the tool, its
+keywords, its default timeout and how it is built; envs (``pop_tool_config``), ``tools=["sql"]``
+in ``tir/ToolUse-v0`` and ``tir-envs serve mcp`` (``shipped_tool``) all read it, so a new shipped
+tool is one class here (docs/extending.md).  An env pops its tools' keywords from its
+``**kwargs`` with ``pop_tool_config`` (unknown keywords then reach ``TIREnv`` and are refused
+there, by name).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from tir_envs.tools.base import Tool
 from tir_envs.tools.search.tool import RetrieverSource, SearchTool
 from tir_envs.validation import check_positive_int, check_positive_number
-
-#: each tool's default timeout (seconds per call)
-DEFAULT_TIMEOUTS = {"search": 30.0, "python": 10.0, "sql": 5.0}
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     """The search tool's keywords (see the module table)."""
 
+    name: ClassVar[str] = "search"
+    keywords: ClassVar[tuple[str, ...]] = ("retriever", "index", "search_backend", "topk")
+    #: what the model reads of it (``tir/ToolUse-v0``'s schema): description, (argument, doc)
+    description: ClassVar[str] = "Search the corpus; returns the top documents."
+    argument: ClassVar[tuple[str, str]] = ("query", "What to search for.")
     retriever: RetrieverSource | None = None
     index: str | Path | None = None
     search_backend: str = "auto"
     topk: int = 3
-    timeout_s: float = DEFAULT_TIMEOUTS["search"]
+    timeout_s: float = 30.0
 
     def build(self) -> SearchTool:
         """The ``search`` tool, its source checked now so a wrong backend, folder or missing
@@ -81,9 +87,14 @@ class SearchConfig:
 class PythonConfig:
     """The Python sandbox's keywords (see the module table)."""
 
+    name: ClassVar[str] = "python"
+    keywords: ClassVar[tuple[str, ...]] = ("backend", "stateful")
+    description: ClassVar[str] = ("Run Python code and return what it prints, or the error. "
+                                  "Print the values you need to see.")
+    argument: ClassVar[tuple[str, str]] = ("code", "Python source to run.")
     backend: Any = "local"
     stateful: bool = True
-    timeout_s: float = DEFAULT_TIMEOUTS["python"]
+    timeout_s: float = 10.0
 
     def build(self, error_style: str = "full") -> Tool:
         """The ``python`` tool; ``error_style``: how the protocol's paper shows a failed run."""
@@ -113,25 +124,55 @@ def warm_sandbox(env_class: Any, env_kwargs: Mapping[str, Any]) -> bool:
     return True
 
 
-_CONFIGS = {"search": (SearchConfig, ("retriever", "index", "search_backend", "topk")),
-            "python": (PythonConfig, ("backend", "stateful"))}
+@dataclass(frozen=True)
+class SQLConfig:
+    """The SQL tool as ``tir/ToolUse-v0`` and ``serve mcp`` build it: only its timeout (the
+    database comes with each task; ``tir/SQL-v0`` configures its own engine and limits)."""
+
+    name: ClassVar[str] = "sql"
+    keywords: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ("Run one SQL query against the task's database (read-only) "
+                                  "and return the rows.")
+    argument: ClassVar[tuple[str, str]] = ("query", "The SQL query.")
+    timeout_s: float = 5.0
+
+    def build(self) -> Tool:
+        from tir_envs.tools.sql.tool import SQLTool
+        return SQLTool(timeout_s=self.timeout_s)
+
+
+#: every shipped tool, one record each: its name -> its config class (keywords, timeout, build)
+SHIPPED_TOOLS: dict[str, type] = {c.name: c for c in (PythonConfig, SearchConfig, SQLConfig)}
+#: each tool's default timeout (seconds per call)
+DEFAULT_TIMEOUTS = {name: config.timeout_s for name, config in SHIPPED_TOOLS.items()}
+
+
+def shipped_tool(name: str, timeout_s: float | None = None, **options: Any) -> Tool:
+    """The shipped tool ``name``, configured by those of ``options`` that are its keywords (a
+    caller serving several tools passes every tool's options; ``None`` keeps a default)."""
+    if name not in SHIPPED_TOOLS:
+        raise ValueError(f"unknown shipped tool {name!r}; choose from "
+                         f"{', '.join(SHIPPED_TOOLS)}")
+    config = SHIPPED_TOOLS[name]
+    given = {k: v for k, v in options.items() if k in config.keywords and v is not None}
+    return config(**given, timeout_s=timeout_s or config.timeout_s).build()
 
 
 def tool_keywords(tools: tuple[str, ...] | list[str]) -> set[str]:
     """The keywords that configure ``tools`` (what ``pop_tool_config`` takes)."""
-    names = {key for name in tools for key in _CONFIGS[name][1]}
+    names = {key for name in tools for key in SHIPPED_TOOLS[name].keywords}
     return names | {"tool_timeout_s"} if tools else names
 
 
 def pop_tool_config(kwargs: dict[str, Any], *tools: str) -> dict[str, Any]:
-    """The configuration of each of ``tools`` (``"search"``, ``"python"``), popped from an env's
+    """The configuration of each of ``tools`` (names in ``SHIPPED_TOOLS``), popped from an env's
     keyword arguments, with their timeouts from ``tool_timeout_s``; checked now."""
     timeouts = tool_timeouts(kwargs.pop("tool_timeout_s", None), tools)
     out = {}
     for name in tools:
-        cls, keys = _CONFIGS[name]
-        given = {key: kwargs.pop(key) for key in keys if key in kwargs}
-        out[name] = cls(**given, timeout_s=timeouts[name])
+        config = SHIPPED_TOOLS[name]
+        given = {key: kwargs.pop(key) for key in config.keywords if key in kwargs}
+        out[name] = config(**given, timeout_s=timeouts[name])
     if "search" in out:
         check_positive_int(topk=out["search"].topk, hint="documents per search")
     if "python" in out and not isinstance(out["python"].stateful, bool):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from tir_envs.formats.tags import TagsFormat, TagSpec
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.rewards.autotir import final_answer
+from tir_envs.answers.autotir import final_answer
 
 AUTOTIR_TAGS = (TagSpec("search", "search", "query", "result"),
                 TagSpec("code", "python", "code", "result"))

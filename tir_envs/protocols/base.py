@@ -10,7 +10,7 @@ everything else once (the ledger, budgets, sessions, chat glue, the async outcom
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
 
@@ -53,7 +53,7 @@ class EpisodeState:
     """
 
     task: "Task"
-    codec: "Codec"
+    codec: "Codec | None"
     max_turns: int
     tool_budgets: Mapping[str, int | None]
     obs_token_budget: int
@@ -154,6 +154,21 @@ class Protocol:
     def answer(self, state: EpisodeState) -> str | None:
         """The policy's final answer, from its own text only.  Default: none."""
         return None
+
+    # -- offline: the same reading of saved action texts ---------------------------------
+    def read(self, task: "Task", actions: Sequence[str]) -> Any:
+        """The answer ``answer`` reads from a finished episode's action texts (each the
+        policy's own text, as the env decoded it), for grading saved episodes offline with
+        exactly the reading an env applies."""
+        state = EpisodeState(task=task, codec=None, max_turns=len(actions), tool_budgets={},
+                             obs_token_budget=0, actions=list(actions), done=True)
+        return self.answer(state)
+
+    def grade(self, reward: Any, task: "Task", actions: Sequence[str],
+              trajectory: Any = None) -> Any:
+        """``reward.score`` of the answer this protocol reads in ``actions`` (``read``): offline
+        grading through the protocol, never a reward's own reading."""
+        return reward.score(task, trajectory, self.read(task, actions))
 
     def extra_reward(self, state: EpisodeState) -> tuple[dict[str, float], dict[str, Any]]:
         """Reward terms the protocol itself defines (RITE's format score) and metadata to

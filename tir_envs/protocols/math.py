@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.answers.math import extract_final_answer
 
 #: the usual chain-of-thought instruction for math without tools (Qwen2.5-Math's wording)
 STANDALONE_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."

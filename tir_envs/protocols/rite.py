@@ -26,8 +26,8 @@ import json
 from tir_envs.formats.json_calls import JsonFormat
 from tir_envs.protocols.base import Budgets, EpisodeState
 from tir_envs.protocols.math import MathProtocol, OutcomeValues
-from tir_envs.rewards.math.extract import extract_final_answer
-from tir_envs.rewards.math.interleave import interleaved_format_score
+from tir_envs.answers.math import extract_final_answer
+from tir_envs.protocols.interleave import interleaved_format_score
 
 ANSWER_TOOL = "answer"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from tir_envs.formats.base import ToolCall
 from tir_envs.formats.first_tag import FirstTagFormat
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.rewards.qa import extract_answer
+from tir_envs.answers.tags import extract_answer
 from tir_envs.tools.search.formatting import fit_tokens
 
 # Our own wording of the Search-R1 protocol: the same tags, order and answer format a model

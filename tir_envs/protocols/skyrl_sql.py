@@ -21,7 +21,7 @@ from typing import Callable
 from tir_envs.formats.solution_tags import SolutionTagsFormat
 from tir_envs.formats.tags import TagSpec
 from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.rewards.sql import extract_solution
+from tir_envs.answers.tags import extract_solution
 
 #: the user message; written for this project
 SQL_PROMPT_TEMPLATE = (

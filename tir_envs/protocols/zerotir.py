@@ -28,7 +28,7 @@ from tir_envs.formats.markdown import MarkdownFormat
 from tir_envs.protocols.base import Budgets, EpisodeState
 from tir_envs.protocols.math import MathProtocol, OutcomeValues
 from tir_envs.formats.boxed import boxed_spans
-from tir_envs.rewards.math.extract import extract_final_answer
+from tir_envs.answers.math import extract_final_answer
 
 # The prompt template of the ZeroTIR evaluation/training code ('orz_tir').
 ZEROTIR_TEMPLATE = (

@@ -44,8 +44,7 @@ class GoldRequired(Reward):
 
     def score(self, task, trajectory, answer) -> RewardResult:
         if task.answer is None:
-            return RewardResult(0.0, {"has_gold": 0.0}, answered=answer is not None,
-                                answer=answer)
+            return RewardResult(0.0, {"has_gold": 0.0}, answered=answer is not None)
         return self.inner.score(task, trajectory, answer)
 
 
@@ -58,7 +57,7 @@ class BoxedMath(Reward):
 
     def score(self, task, trajectory, answer) -> RewardResult:
         if answer is not None:
-            from tir_envs.rewards.math.extract import extract_final_answer
+            from tir_envs.answers.math import extract_final_answer
             answer = extract_final_answer(answer) or answer
         return self.inner.score(task, trajectory, answer)
 
@@ -75,13 +74,11 @@ class ScoreFunction(Reward):
         if isinstance(value, RewardResult):
             if value.answered is None:
                 value.answered = answer is not None
-            if value.answer is None:
-                value.answer = answer
             return value
         if isinstance(value, (bool, int, float)):
             return RewardResult(float(value), {"reward": float(value)},
                                 correct=value if isinstance(value, bool) else None,
-                                answered=answer is not None, answer=answer)
+                                answered=answer is not None)
         raise TypeError(f"the reward function {getattr(self.function, '__name__', '?')!r} "
                         f"returned {type(value).__name__}; return a number, a bool or a "
                         "RewardResult")

@@ -37,16 +37,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tir_envs.formats.boxed import boxed_spans
-from tir_envs.formats.tagged import TaggedPattern
+from tir_envs.answers.autotir import is_formatted
 from tir_envs.rewards.base import Reward, RewardResult
-from tir_envs.rewards.choice import ChoiceReward, extract_choice
+from tir_envs.rewards.choice import ChoiceReward
 from tir_envs.rewards.ifeval import IFEvalReward
-from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.pool import GraderPool
 from tir_envs.rewards.math.reward import MathReward
 from tir_envs.rewards.qa import exact_match, f1, gold_list
-from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -54,90 +51,14 @@ if TYPE_CHECKING:
 
 DOMAINS = ("knowledge", "math", "instruction", "multiple_choice")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm)\{([^{}]*)\}")
-_ANSWER = TaggedPattern(r"<answer>(.*?)</answer>", ["answer"])
 OUTPUT_REWARDS = ("paper", "plain")
 #: eq. 5's floor: a correctly formatted output earns at least this much
 FORMAT_FLOOR = 0.1
 
 
-class _Read(str):
-    """An answer string that carries whether its response was correctly formatted."""
-
-    formatted: bool = False
-
-
-def _marked(answer: str | None, formatted: bool) -> str | None:
-    """``answer`` marked ``formatted`` (a ``FinalAnswer`` keeps its boxes)."""
-    if answer is None:
-        return None
-    if type(answer) is str:
-        answer = _Read(answer)
-    answer.formatted = formatted
-    return answer
-
-
-def is_formatted(answer: Any) -> bool:
-    """Whether ``answer`` came from a correctly formatted response (eq. 5): the mark
-    ``final_answer`` sets, else a boxed ``FinalAnswer``."""
-    mark = getattr(answer, "formatted", None)
-    if mark is not None:
-        return bool(mark)
-    return isinstance(answer, FinalAnswer) and answer.source == "boxed"
-
-
 def formatted_output_reward(f_eva: float, formatted: bool, floor: float = FORMAT_FLOOR) -> float:
     """AutoTIR's eq. 5: ``max(floor, f_eva)`` for a formatted output, else 0."""
     return max(floor, f_eva) if formatted else 0.0
-
-
-def final_answer(actions: Sequence[str], domain: str | None) -> str | None:
-    """The answer of an AutoTIR episode, from the policy's final action outside ``<think>``:
-    the last box of its last ``<answer>`` block, else that block's text, else the last box of
-    the response; for a writing task (``instruction``) without either, the response itself;
-    for a ``multiple_choice`` task, the one option letter the response chooses
-    (``extract_choice``).  The AutoTIR protocol's answer, graded by ``AutoTIRReward``; it is
-    marked ``formatted`` when that scope holds a complete ``\\boxed{}`` (eq. 5)."""
-    response = final_response(actions)
-    # a block holding another <answer> is a nest of answers (a hedge), never one
-    blocks = [b for b in _ANSWER.findall(response) if "<answer>" not in b]
-    scope = blocks[-1] if blocks else response
-    formatted = bool(boxed_spans(scope))
-    if domain == "multiple_choice":
-        return _marked(extract_choice(response), formatted)
-    if domain == "instruction":  # the whole visible response, never a box inside it
-        return _marked(visible_response(actions) or None, formatted)
-    boxed = extract_final_answer(scope)  # a str that also keeps every box of a list answer
-    if boxed is not None:
-        return _marked(boxed, formatted)
-    if blocks:
-        return _marked(blocks[-1].strip() or None, formatted)
-    return None
-
-
-_MARKUP = re.compile(r"</?answer>")
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-
-
-def _unbox(text: str) -> str:
-    """``text`` with each ``\\boxed{…}`` replaced by its contents, in place."""
-    while (m := _BOX.search(text)) is not None:
-        depth, end = 1, None
-        for i in range(m.end(), len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                end = i
-                break
-        text = text[:m.start()] + (text[m.end():end] + text[end + 1:] if end is not None
-                                   else text[m.end():])
-    return text
-
-
-def visible_response(actions: Sequence[str]) -> str:
-    """What a reader of the final response sees, all of it: the response outside ``<think>``
-    with the protocol's markup (``<answer>`` tags, ``\\boxed{}`` wrappers) unwrapped in place.
-    Instructions are checked on this, never on a box inside it: a compliant box beside
-    text that breaks the instructions does not follow them."""
-    return _unbox(_MARKUP.sub("", final_response(actions))).strip()
 
 
 def invocations(trajectory: "Trajectory", tools: Sequence[str]) -> dict[str, int]:
@@ -175,7 +96,7 @@ class AutoTIRReward(Reward):
             raise ValueError(f"output_reward must be one of {OUTPUT_REWARDS} ('paper': eq. 5, "
                              f"max(0.1, f) when boxed else 0), got {self.output_reward!r}")
         self._math = MathReward(correct_reward=1.0, wrong_reward=0.0, grader=self.grader)
-        self._ifeval = IFEvalReward("strict", extract=visible_response)
+        self._ifeval = IFEvalReward("strict")
         self._choice = ChoiceReward()
 
     def r_act(self, counts: dict[str, int], ground_truth: str | None) -> float:
@@ -185,12 +106,10 @@ class AutoTIRReward(Reward):
             return self.wrong_tool
         return 1.0 if counts.get(ground_truth) else self.no_tool
 
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
-        return final_answer(actions, task.meta.get("domain"))
-
-    def outcome(self, task: "Task", trajectory: "Trajectory | None",
-                answer: str | None) -> RewardResult:
-        """``r_out`` of ``answer`` (``final_answer``) and its typed outcome, by domain."""
+    def f_eva(self, task: "Task", trajectory: "Trajectory | None",
+              answer: str | None) -> RewardResult:
+        """``f_eva`` of ``answer`` (the score eq. 5 gates into ``r_out``) and its typed outcome,
+        by domain."""
         domain = task.meta.get("domain")
         if domain == "instruction":
             return self._ifeval.score(task, trajectory, answer)
@@ -203,18 +122,18 @@ class AutoTIRReward(Reward):
             result = self._math.score(task, trajectory, answer)
             correct = bool(result.components["correct"])
             return RewardResult(float(correct), result.components, correct=correct,
-                                answered=True, answer=str(answer))
+                                answered=True)
         if domain == "knowledge":
             text = None if answer is None else _TEXT.sub(r"\1", answer).strip()
             golds = gold_list(task.answer)
             em, score = exact_match(text, golds, task.question), f1(text, golds, task.question)
             return RewardResult(score, {"em": em, "f1": score}, correct=bool(em),
-                                answered=text is not None, answer=text)
+                                answered=text is not None)
         raise ValueError(f"task {task.id!r} has domain {domain!r}; AutoTIR tasks need "
                          f"meta['domain'] in {DOMAINS}")
 
     def score(self, task: "Task", trajectory: "Trajectory", answer: str | None) -> RewardResult:
-        out = self.outcome(task, trajectory, answer)
+        out = self.f_eva(task, trajectory, answer)
         ground_truth = task.meta.get("tool")
         counts = invocations(trajectory, self.tools)
         act = self.r_act(counts, ground_truth)
@@ -227,5 +146,4 @@ class AutoTIRReward(Reward):
                       **{f"calls_{tool}": float(n) for tool, n in counts.items()}}
         value = self.w_act * act + self.w_out * r_out
         return RewardResult(value, components, correct=out.correct, answered=out.answered,
-                            answer=out.answer,
                             metadata={"tool_selection": tool_selection(counts, ground_truth)})

@@ -7,15 +7,17 @@ viewer sees as the answer is what was graded.  A reward never reads tool output 
 to find an answer, and it never writes to the ledger: what it wants recorded (metadata, a
 grader's own failure) travels in its ``RewardResult`` and the env writes it.
 
-Calling a shipped reward on action texts, ``reward(task, trajectory, actions)``, reads the
-answer as its paper's protocol does (``read_answer``) and scores it: for offline grading and
-tests, never used by an env.
+Offline (grading saved action texts), the answer is read by the same protocol an env would
+use: ``protocol.grade(reward, task, actions)``; a reward has no reading of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
+
+from tir_envs.sync_bridge import in_loop
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -27,9 +29,10 @@ class RewardResult:
     """A reward's verdict on one episode.
 
     ``value`` is what the trainer optimises; ``components`` are the named terms, logged as they
-    are.  ``correct`` / ``answered`` / ``answer`` are the typed outcome the env copies onto the
-    trajectory, so trainers and metrics never guess from component names (``None``: the
-    reward cannot say, e.g. a task without a gold answer).  ``metadata`` is what the env adds
+    are.  ``correct`` / ``answered`` are the typed outcome the env copies onto the trajectory,
+    so trainers and metrics never guess from component names (``None``: the reward cannot say,
+    e.g. a task without a gold answer); the answer beside them is the protocol's reading,
+    never the reward's to rewrite.  ``metadata`` is what the env adds
     to ``trajectory.metadata``; ``infra_failed``: the grader itself failed for reasons that are
     not the policy's (a broken gold query), so the env flags the trajectory for a trainer to
     drop rather than score.
@@ -39,7 +42,6 @@ class RewardResult:
     components: dict[str, float] = field(default_factory=dict)
     correct: bool | None = None
     answered: bool | None = None
-    answer: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     infra_failed: bool = False
 
@@ -57,15 +59,15 @@ class Reward:
         raise NotImplementedError(f"{type(self).__name__} must define "
                                   "score(task, trajectory, answer) -> RewardResult")
 
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> Any:
-        """The answer in ``actions`` as this reward's paper's protocol reads it (offline use)."""
-        raise NotImplementedError(f"{type(self).__name__} grades an answer, not action texts: "
-                                  "call score(task, trajectory, answer)")
-
-    def __call__(self, task: "Task", trajectory: "Trajectory | None",
-                 actions: Sequence[str]) -> RewardResult:
-        """Offline grading of action texts: ``score`` of ``read_answer(task, actions)``."""
-        return self.score(task, trajectory, self.read_answer(task, actions))
+    async def ascore(self, task: "Task", trajectory: "Trajectory | None",
+                     answer: Any) -> RewardResult:
+        """``score`` as the env awaits it when an episode ends: on a worker thread under an
+        event loop (slow grading never stalls the other episodes), inline when driven loop-less
+        (``sync_bridge``: no other episode waits on this thread).  A reward that awaits I/O (a
+        judge model) overrides this, starting with ``await needs_loop()``."""
+        if not in_loop():
+            return self.score(task, trajectory, answer)
+        return await asyncio.to_thread(self.score, task, trajectory, answer)
 
 
 class FunctionReward(Reward):
@@ -85,7 +87,7 @@ class FunctionReward(Reward):
         if not isinstance(result, RewardResult):
             raise TypeError(f"the reward {self.function!r} returned {type(result).__name__}; a "
                             "reward returns a RewardResult(value, components, correct=..., "
-                            "answered=..., answer=...)")
+                            "answered=...)")
         return result
 
 

@@ -36,9 +36,8 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
-from tir_envs.formats.tagged import TaggedPattern
 from tir_envs.rewards.base import Reward, RewardResult
 
 if TYPE_CHECKING:
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = frozenset(string.punctuation)
-_ANSWER = TaggedPattern(r"<answer>(.*?)</answer>", ["answer"])
 _SPECIAL = ("yes", "no", "noanswer")
 METRICS = ("em", "f1")
 
@@ -247,32 +245,19 @@ def _f1_one(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def extract_answer(text: str) -> str | None:
-    """The body of the last complete ``<answer>…</answer>`` in ``text`` (stripped), if any.
-
-    The last, as Search-R1 grades (its ``extract_solution`` keeps the last match): the one rule
-    the Search-R1 protocol and ``QAReward.read_answer`` both apply."""
-    found = _ANSWER.findall(text)
-    return found[-1].strip() if found else None
-
-
 class QAReward(Reward):
     """Outcome reward of a QA episode: ``metric`` (``em`` or ``f1``) of the answer.
 
     Components (all logged): ``em``, ``f1``, ``correct`` (= ``em``) and ``has_answer`` (1 if the
     policy gave an answer); the last two are the names every reward shares, which trainers
-    read for accuracy and void masking.  In an env the answer is the protocol's
-    (``SearchR1Protocol.answer``: the last ``<answer>`` of the final action); offline,
-    ``read_answer`` reads the same from ``actions[-1]``, the policy's own last turn.
+    read for accuracy and void masking.  The answer is the protocol's
+    (``SearchR1Protocol.answer``: the last ``<answer>`` of the final action).
     """
 
     def __init__(self, metric: str = "em"):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
         self.metric = metric
-
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
-        return extract_answer(actions[-1]) if actions else None
 
     def score(self, task: "Task", trajectory: "Trajectory | None",
               answer: str | None) -> RewardResult:
@@ -281,4 +266,4 @@ class QAReward(Reward):
         scores = {"em": em, "f1": f1(answer, golds, task.question), "correct": em,
                   "has_answer": float(answer is not None)}
         return RewardResult(scores[self.metric], scores, correct=bool(em),
-                            answered=answer is not None, answer=answer)
+                            answered=answer is not None)

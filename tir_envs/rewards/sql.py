@@ -27,10 +27,9 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from tir_envs.data.databases import task_database_path
 from tir_envs.rewards.base import Reward, RewardResult
@@ -186,32 +185,6 @@ def execution_match(pred_sql: str, gold_sql: str, db: "str | os.PathLike | SQLDa
 
 # --------------------------------------------------------------------------- env reward
 
-_FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
-_TAGS = ("<sql>", "</sql>", "<solution>", "</solution>", "<observation>", "</observation>")
-
-
-def extract_solution(text: str) -> str | None:
-    """The SQL in the action's ``<solution>…</solution>``, or ``None`` if the format is off.
-
-    Exactly one ``<solution>``, closed, its block not empty and holding no other tag.  A
-    Markdown code fence around the query is tolerated and removed.
-    """
-    start = text.find("<solution>")
-    if start < 0 or text.find("<solution>", start + 1) >= 0:
-        return None
-    end = text.find("</solution>", start)
-    if end < 0:
-        return None
-    sql = text[start + len("<solution>"):end].strip()
-    if sql.startswith("```"):
-        fenced = _FENCE.match(sql)
-        if fenced:
-            sql = fenced.group(1).strip()
-    if not sql or any(tag in sql for tag in _TAGS):
-        return None
-    return sql
-
-
 class SQLReward(Reward):
     """Outcome reward of ``tir/SQL-v0`` from the policy's final action.
 
@@ -262,20 +235,6 @@ class SQLReward(Reward):
         bound._database_for = database_for
         return bound
 
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> str | None:
-        """The final action's solution (``extract_solution``), what the SkyRL-SQL protocol
-        reads."""
-        final = actions[-1].split("<observation>", 1)[0] if actions else ""
-        return extract_solution(final)
-
-    def __call__(self, task: "Task", trajectory: "Trajectory", actions: Sequence[str],
-                 db: "str | os.PathLike | SQLDatabase | None" = None) -> RewardResult:
-        """Offline grading of the final action; ``db`` defaults to the task's database
-        (``database``)."""
-        reward = self if db is None else self.on_databases(
-            lambda task: open_database(db, self.settings, self.cache_dir, engine=self.engine))
-        return reward.score(task, trajectory, self.read_answer(task, actions))
-
     def score(self, task: "Task", trajectory: "Trajectory | None",
               answer: str | None) -> RewardResult:
         """Score the solution ``answer`` (``None``: no well-formed solution)."""
@@ -290,16 +249,16 @@ class SQLReward(Reward):
         except GoldQueryError:
             parts["gold_error"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True,
-                                answer=answer, metadata={"gold_error": True}, infra_failed=True)
+                                metadata={"gold_error": True}, infra_failed=True)
         if result.status == "unwitnessed":
             parts["unwitnessed"] = 1.0
             return RewardResult(self.wrong_score, parts, correct=None, answered=True,
-                                answer=answer, metadata={"unwitnessed": True}, infra_failed=True)
+                                metadata={"unwitnessed": True}, infra_failed=True)
         parts["executed"] = float(result.status in ("match", "mismatch"))
         parts["timeout"] = float(result.status == "timeout")
         parts["correct"] = float(result.correct)
         value = self.correct_score if result.correct else self.wrong_score
-        return RewardResult(value, parts, correct=result.correct, answered=True, answer=answer)
+        return RewardResult(value, parts, correct=result.correct, answered=True)
 
 
 def task_database(task: "Task", db_dir: "str | os.PathLike | None" = None) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tir_envs.rollout.policy import Generation, SamplingParams
-from tir_envs.rollout.scripted import ScriptedPolicy
+from tir_envs.rollout.scripted import ScriptedPolicy, in_turns
 
 #: a string no gold answer, SQL result or option letter contains
 WRONG_ANSWER = "xyzzyplugh"
@@ -45,7 +45,8 @@ class GoldPolicy:
 
     def for_task(self, task: Any, env: Any) -> ScriptedPolicy:
         """The policy of one episode of ``task`` on ``env`` (an unwrapped ``TIREnv``)."""
-        return ScriptedPolicy([env.protocol.render_answer(self.text_for(task))], self.tokenizer)
+        return ScriptedPolicy(in_turns([env.protocol.render_answer(self.text_for(task))]),
+                              self.tokenizer)
 
     async def generate(self, prompt_ids: Sequence[int], stop: Sequence[str],
                        sampling: SamplingParams) -> Generation:

@@ -29,6 +29,8 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import gymnasium as gym
 
+from tir_envs.env_factory import env_factory
+from tir_envs.tokenizer import vocab_mismatch
 from tir_envs.limits import GenerationLimits
 from tir_envs.rollout.async_env import AsyncEnv
 from tir_envs.rollout.policy import Generation, Policy, PolicyError, SamplingParams
@@ -346,7 +348,7 @@ class _EnvPool:
         self.owned = not isinstance(env, (list, tuple))
         self.envs: list[AsyncEnv] = []
         if self.owned:
-            self.make = _env_factory(env, env_kwargs)
+            self.make = env_factory(env, env_kwargs)
         else:
             if not env or not all(isinstance(e, gym.Env) for e in env):
                 raise TypeError("a list of envs must hold gymnasium.Env instances (one per "
@@ -418,23 +420,6 @@ async def _close_sessions(env: gym.Env) -> None:
         pass
 
 
-def _env_factory(env: EnvSpec, env_kwargs: dict[str, Any] | None) -> Callable[[], gym.Env]:
-    if isinstance(env, str):
-        from tir_envs.registry import make
-        kwargs = dict(env_kwargs or {})
-        return lambda: make(env, **kwargs)
-    if isinstance(env, gym.Env):
-        raise TypeError("env must be an env id, a factory returning a new env, or a list of env "
-                        "instances (one per concurrent episode); a single instance cannot serve "
-                        "concurrent episodes: pass e.g. lambda: MyEnv(...) or [env]")
-    if callable(env):
-        if env_kwargs:
-            return lambda: env(**env_kwargs)
-        return env
-    raise TypeError(f"env must be an env id such as 'tir/MathCode-v0', a factory, or a list of "
-                    f"envs; got {type(env).__name__}")
-
-
 # ---------------------------------------------------------------------- checks
 def failure_of(exc: BaseException) -> EpisodeFailure:
     """The failure an exception out of an episode's phase is: the policy's (``PolicyError``)
@@ -465,18 +450,11 @@ def check_vocab(policy: Any, env: gym.Env) -> None:
         raise ValueError(f"vocabulary mismatch: the policy ({name}) has {policy_size} token ids "
                          f"but the env's tokenizer has {env_size}, so the same id would mean "
                          f"different text to each; {fix}")
-    if policy_tok is None or policy_tok is env_tok:
-        return
-    ids = sorted({*range(0, env_size, max(1, env_size // 64)), *range(env_size)[-32:]})
-    try:
-        ours, theirs = env_tok.convert_ids_to_tokens(ids), policy_tok.convert_ids_to_tokens(ids)
-    except AttributeError:
-        return
-    for i, a, b in zip(ids, theirs, ours):
-        if a != b:
-            raise ValueError(f"vocabulary mismatch: the policy ({name}) and the env both have "
-                             f"{env_size} token ids, but id {i} is {a!r} to the policy and "
-                             f"{b!r} to the env; {fix}")
+    differs = None if policy_tok is None else vocab_mismatch(env_tok, policy_tok)
+    if differs is not None:
+        raise ValueError(f"vocabulary mismatch: the policy ({name}) and the env both have "
+                         f"{env_size} token ids, but {differs} (the policy's against the "
+                         f"env's); {fix}")
 
 
 def _check_generation(gen: Any, policy: Any) -> None:

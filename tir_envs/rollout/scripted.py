@@ -73,6 +73,18 @@ class ScriptedPolicy:
                           text=self.codec.decode(ids))
 
 
+def in_turns(actions: Sequence[str]) -> Callable[[str], str]:
+    """A script that gives ``actions`` one per call, whatever the context holds (then ``""``):
+    for a policy that knows its episode's actions, which a list script would look for in the
+    context and skip if the prompt happens to quote one (Search-R1's example answer is the
+    gold of "Capital of France?").  One episode per script."""
+    queue = list(actions)
+
+    def next_turn(context: str) -> str:
+        return queue.pop(0) if queue else ""
+    return next_turn
+
+
 def _upto_stop(text: str, stop: Sequence[str]) -> str:
     hit = first_stop(text, stop)
     return text if hit is None else text[:hit[0]]

@@ -28,7 +28,9 @@ from typing import Any, Mapping
 from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult
 
-SERVABLE = ("python", "search", "sql")
+from tir_envs.envs.tooling import DEFAULT_TIMEOUTS, SHIPPED_TOOLS, shipped_tool
+
+SERVABLE = tuple(SHIPPED_TOOLS)
 
 
 class Busy(Exception):
@@ -97,22 +99,12 @@ class SessionTable:
 
 def build_tools(names: list[str], *, timeout_s: float | None = None, backend: str = "local",
                 retriever: Any = None) -> dict[str, Tool]:
-    """The project's tools by name, built as the envs build them."""
-    from tir_envs.envs.tooling import DEFAULT_TIMEOUTS, PythonConfig, SearchConfig
+    """The project's tools by name, built as the envs build them (``SHIPPED_TOOLS``)."""
     unknown = sorted(set(names) - set(SERVABLE))
     if unknown or not names:
         raise SystemExit(f"--tools {','.join(names)!r}: choose from {', '.join(SERVABLE)}")
-    tools: dict[str, Tool] = {}
-    for name in names:
-        seconds = timeout_s or DEFAULT_TIMEOUTS.get(name, 5.0)
-        if name == "python":
-            tools[name] = PythonConfig(backend=backend, timeout_s=seconds).build()
-        elif name == "search":
-            tools[name] = SearchConfig(retriever=retriever, timeout_s=seconds).build()
-        else:
-            from tir_envs.tools.sql.tool import SQLTool
-            tools[name] = SQLTool(timeout_s=seconds)
-    return tools
+    return {name: shipped_tool(name, timeout_s or DEFAULT_TIMEOUTS[name], backend=backend,
+                               retriever=retriever) for name in names}
 
 
 def result_of(result: ToolResult) -> Any:

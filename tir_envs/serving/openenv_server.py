@@ -84,18 +84,6 @@ class TIRState(State):
     turns: int = 0
 
 
-def tokenizer_pin(tokenizer: Any) -> dict[str, Any]:
-    """What identifies a tokenizer's ids: its name, size, vocabulary hash and end of
-    sequence."""
-    vocab = tokenizer.get_vocab()
-    digest = hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False)
-                            .encode()).hexdigest()
-    return {"name": getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__,
-            "vocab_size": len(vocab), "vocab_sha256": digest,
-            "eos_token": getattr(tokenizer, "eos_token", None),
-            "eos_token_id": getattr(tokenizer, "eos_token_id", None)}
-
-
 class TIREnvironment(Environment):
     """One tir env behind OpenEnv's ``Environment`` interface (one per session)."""
 
@@ -222,12 +210,14 @@ def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_session
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.types import ConcurrencyConfig
 
-    from tir_envs.registry import make
-    kwargs = dict(env_kwargs or {})
-    probe = make(env_id, **kwargs)  # fails now, with the env's own message, on bad arguments
+    from tir_envs.env_factory import env_factory
+    from tir_envs.tokenizer import tokenizer_pin
+
+    make_env = env_factory(env_id, env_kwargs)
+    probe = make_env()  # fails now, with the env's own message, on bad arguments
     pin = tokenizer_pin(probe.unwrapped.tokenizer)
     probe.close()
-    factory = lambda: TIREnvironment(lambda: make(env_id, **kwargs), env_id, pin)  # noqa: E731
+    factory = lambda: TIREnvironment(make_env, env_id, pin)  # noqa: E731
     return create_fastapi_app(factory, TokenAction, TokenObservation,
                               concurrency_config=ConcurrencyConfig(
                                   max_concurrent_envs=max_sessions, session_timeout=idle_s))

@@ -126,19 +126,22 @@ class EnvConfig:
     def make(self, tokenizer: Any = None):
         """A new env.  ``tokenizer`` (the policy's, as the trainer hands it to the adapter) is
         used unless the configuration names one."""
-        import tir_envs
+        from tir_envs.env_factory import env_factory
 
-        kwargs = dict(self.env_kwargs)
-        if tokenizer is not None:
-            kwargs.setdefault("tokenizer", tokenizer)
-        return tir_envs.make(self.env_id, **kwargs)
+        return env_factory(self.env_id, self.env_kwargs, tokenizer)()
 
 
 def check_same_tokenizer(core: Any, tokenizer: Any) -> None:
     """The env must count in the policy's ids: the adapters hand the trainer the env's ids."""
-    theirs = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
-    if len(core.tokenizer) != len(tokenizer) or core.codec.encode(_PROBE) != theirs:
+    from tir_envs.tokenizer import vocab_mismatch
+
+    differs = vocab_mismatch(core.tokenizer, tokenizer)
+    if differs is None and core.codec.encode(_PROBE) != \
+            list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"]):
+        differs = "the same text encodes to other ids"
+    if differs is not None:
         raise ValueError(
             f"{core.env_id} was made with a tokenizer other than the policy's "
-            f"({len(core.tokenizer)} vs {len(tokenizer)} tokens); drop 'tokenizer' from the env "
-            "kwargs so the adapter uses the policy's, or point it at the policy's model folder")
+            f"({len(core.tokenizer)} vs {len(tokenizer)} tokens: {differs}); drop 'tokenizer' "
+            "from the env kwargs so the adapter uses the policy's, or point it at the policy's "
+            "model folder")

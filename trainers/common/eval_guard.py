@@ -45,7 +45,7 @@ def _question(task: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def evaluation_fingerprints() -> dict[str, str]:
     """``fingerprint -> suite`` over every shipped bench suite (loaded once per process)."""
-    from benchmarks.suites import SUITES
+    from tir_envs.data.suites import SUITES
 
     out: dict[str, str] = {}
     for name, suite in SUITES.items():

@@ -39,18 +39,11 @@ def import_object(spec: str) -> Any:
 
 
 def load_tokenizer(cfg: ModelConfig):
-    """``model.tokenizer``: ``None`` (the model folder's, else bundled Qwen2.5), ``"qwen2.5"``,
-    ``"module:function"`` (called with no arguments) or a path/hub name."""
-    from tir_envs.tokenizer import load_tokenizer as resolve, qwen25_tokenizer
+    """``model.tokenizer`` in any spelling ``tir_envs.tokenizer.load_tokenizer`` accepts;
+    ``None``: the model folder's, else the bundled Qwen2.5."""
+    from tir_envs.tokenizer import load_tokenizer as resolve
 
-    spec = cfg.tokenizer
-    if spec is None:
-        return resolve(cfg.path) if cfg.path else qwen25_tokenizer()
-    if spec == "qwen2.5":
-        return qwen25_tokenizer()
-    if ":" in spec and not spec.startswith(("/", ".")):
-        return import_object(spec)()
-    return resolve(spec)
+    return resolve(cfg.tokenizer if cfg.tokenizer is not None else cfg.path)
 
 
 def load_model(cfg: ModelConfig, tokenizer, device: torch.device):

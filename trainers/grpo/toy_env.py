@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from tir_envs.env import TIREnv
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.protocols.base import EpisodeState, Protocol
 from tir_envs.rewards.base import RewardResult
 from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult, Status
@@ -76,6 +77,32 @@ class CallTokenFormat(ToolCallFormat):
         return f"{RESULT_OPEN}{text}"
 
 
+class ToyProtocol(Protocol):
+    """Raw text over ``CallTokenFormat``; the answer is the first digit of the final action
+    before any call (``render_answer`` writes a digit alone, for the oracle)."""
+
+    name = "toy"
+    chat = False
+
+    def __init__(self) -> None:
+        super().__init__(CallTokenFormat())
+
+    def render_answer(self, text: str) -> str:
+        return text
+
+    def answer(self, state: EpisodeState) -> str | None:
+        final = state.actions[-1] if state.actions else ""
+        digit = re.search(r"\d", final.split(CALL)[0])
+        return None if digit is None else digit.group(0)
+
+
+def secret_reward(task: Task, trajectory: Trajectory | None, answer: str | None) -> RewardResult:
+    """1 when the digit the protocol read is the task's secret."""
+    correct = answer is not None and answer == str(task.answer)
+    return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
+                        answered=answer is not None)
+
+
 class SecretTool(Tool):
     """Reveals the episode's secret (its session holds the task's answer); disabled, it answers
     with nothing."""
@@ -103,18 +130,10 @@ class ToyToolEnv(TIREnv):
                  num_values: int = 4, max_turns: int = 2, **kwargs: Any):
         kwargs["tokenizer"] = kwargs.get("tokenizer") or toy_tokenizer()
         super().__init__(tasks=tasks if tasks is not None else toy_tasks(num_values=num_values),
-                         tool_format=CallTokenFormat(), tools=[SecretTool(tool_enabled)],
-                         max_turns=max_turns, chat=False,
+                         protocol=ToyProtocol(), tools=[SecretTool(tool_enabled)],
+                         reward=secret_reward, max_turns=max_turns,
                          max_total_tokens=kwargs.pop("max_total_tokens", 64), **kwargs)
         unknown = [w for w in WORDS if len(self.codec.encode(w)) != 1]
         if unknown:
             raise ValueError(f"the tokenizer must encode each of {unknown} as one token; use "
                              "trainers.grpo.toy_env.toy_tokenizer()")
-
-    def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
-        final = actions[-1] if actions else ""
-        digit = re.search(r"\d", final.split(CALL)[0])
-        correct = digit is not None and digit.group(0) == str(task.answer)
-        return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
-                            answered=digit is not None,
-                            answer=digit.group(0) if digit is not None else None)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+import tir_envs.env_factory as envs
 from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
 from tir_envs.trajectory import write_jsonl
 from trainers.grpo.batch import TrainBatch, build_batch
@@ -44,15 +45,11 @@ from trainers.grpo.tasks import TaskStream, load_tasks
 
 
 def env_factory(env_id: str, kwargs: dict[str, Any], tokenizer) -> Callable[[], Any]:
-    """A factory of fresh envs: a registered ``tir/*`` id or ``"module:Class"``, built with the
-    trainer's tokenizer unless ``kwargs`` names one (policy and env must share token ids)."""
-    kwargs = dict(kwargs)
-    kwargs.setdefault("tokenizer", tokenizer)
-    if ":" in env_id and not env_id.startswith("tir/"):
-        cls = import_object(env_id)
-        return lambda: cls(**kwargs)
-    from tir_envs.registry import make
-    return lambda: make(env_id, **kwargs)
+    """A factory of fresh envs (``tir_envs.env_factory``): a registered id or
+    ``"module:Class"``, built with the trainer's tokenizer unless ``kwargs`` names one (policy
+    and env must share token ids)."""
+    env = import_object(env_id) if ":" in env_id and not env_id.startswith("tir/") else env_id
+    return envs.env_factory(env, kwargs, tokenizer)
 
 
 class GRPOTrainer:

@@ -7,11 +7,10 @@ policy's own final action with its reasoning removed, never tool output or the p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.rewards.ifeval.evaluate import IFEvalVerdict, score_response
-from tir_envs.rewards.response import final_response
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
@@ -36,23 +35,17 @@ class IFEvalReward(Reward):
     is followed as written, else 0), ``loose`` (IFEval's loose prompt-level verdict) or
     ``soft`` (share of instructions followed, strict).  All of them are logged as components,
     with ``correct`` = the strict prompt-level verdict and ``has_answer`` = a non-blank response.
-    In an env the response is the protocol's answer; offline, ``extract`` turns the policy's
-    action texts into the response to score.
+    The response is the protocol's answer (AutoTIR's: the whole visible final response).
     """
 
-    def __init__(self, mode: str = "strict",
-                 extract: Callable[[Sequence[str]], str] = final_response):
+    def __init__(self, mode: str = "strict"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.mode = mode
-        self.extract = extract
 
     def verdict(self, task: "Task", response: str) -> IFEvalVerdict:
         ids, kwargs = task_instructions(task)
         return score_response(response, ids, kwargs)
-
-    def read_answer(self, task: "Task", actions: Sequence[str]) -> str:
-        return self.extract(actions)
 
     def score(self, task: "Task", trajectory: "Trajectory | None",
               answer: str | None) -> RewardResult:
@@ -64,4 +57,4 @@ class IFEvalReward(Reward):
                       "soft_loose": verdict.soft_loose, "correct": verdict.ifscore,
                       "has_answer": float(bool(response))}
         return RewardResult(components[self.mode], components, correct=verdict.strict_prompt,
-                            answered=bool(response), answer=response)
+                            answered=bool(response))

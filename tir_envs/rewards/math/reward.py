@@ -14,11 +14,9 @@ Terms (each optional except the first):
 Infrastructure failures (sandbox died) are not penalised as code errors; the trajectory's
 ``infra_failed`` flag tells a trainer to drop the episode instead.
 
-In an env the answer is the protocol's (``MathProtocol.answer``: the boxed final answer outside
-code), handed to ``score`` and recorded as ``trajectory.metadata["answer"]``.
-``extraction`` says how an answer is found in the policy's text for offline grading:
-``"boxed"`` (the RL default: the boxed final answer, nothing else) or ``"fallback"`` (evaluation
-suites that ask for it: also "final answer is ..." and the last ``$...$`` of the last sentence).
+The answer is the protocol's (``MathProtocol.answer``: the boxed final answer outside code, or
+with ``extraction="fallback"`` also an unboxed one), handed to ``score`` and recorded as
+``trajectory.metadata["answer"]``; offline, ``protocol.grade(reward, task, actions)``.
 """
 
 from __future__ import annotations
@@ -28,12 +26,10 @@ from typing import Any, Mapping, Sequence
 
 from tir_envs.rewards.base import Reward, RewardResult
 from tir_envs.status import Status
-from tir_envs.rewards.math.extract import FinalAnswer, extract_final_answer
 from tir_envs.rewards.math.forms import form_correct, strip_unit
 from tir_envs.rewards.math.pool import QUICK, TIMEOUT, Grade, GraderPool, default_pool
 
 TOOL_PENALTIES = ("exec_error", "no_tool", "invalid_action", "unfinished")
-EXTRACTIONS = ("boxed", "fallback")
 _FAILED = frozenset({Status.ERROR, Status.TIMEOUT, Status.KILLED})
 
 
@@ -80,12 +76,8 @@ class MathReward(Reward):
     tool_penalty: float = 0.0
     grader: GraderPool | None = None
     known_tools: Sequence[str] | None = ("python",)
-    extraction: str = "boxed"
 
     def __post_init__(self) -> None:
-        if self.extraction not in EXTRACTIONS:
-            raise ValueError(f"unknown extraction {self.extraction!r}; choose from "
-                             f"{list(EXTRACTIONS)} ('fallback' also reads unboxed answers)")
         if self.tool_penalty > 0:
             raise ValueError(f"tool_penalty is added to a wrong answer's reward, so it must be "
                              f"<= 0 (VerlTool: -0.25); got {self.tool_penalty}")
@@ -93,13 +85,6 @@ class MathReward(Reward):
         if unknown:
             raise ValueError(f"unknown tool_penalties {sorted(unknown)}; choose from "
                              f"{list(TOOL_PENALTIES)} (e.g. {{'exec_error': 0.25}})")
-
-    def extract(self, actions: Sequence[str]) -> FinalAnswer | None:
-        """The policy's answer in its actions, by this reward's ``extraction`` rule."""
-        return extract_final_answer("\n".join(actions), fallback=self.extraction == "fallback")
-
-    def read_answer(self, task, actions: Sequence[str]) -> FinalAnswer | None:
-        return self.extract(actions)
 
     def grade(self, answer: str | None, gold: Any) -> Grade:
         return (self.grader or default_pool()).grade(answer, gold_text(gold))
@@ -118,19 +103,13 @@ class MathReward(Reward):
                           lambda p, g: self.grade(p, g).correct)
         return Grade(ok, QUICK, detail=f"answer_form {form}")
 
-    def __call__(self, task, trajectory, actions: Sequence[str],
-                 answer: str | None = None) -> RewardResult:
-        """Offline grading of action texts.  ``answer`` overrides the extraction
-        (``extract``), e.g. the argument of an ``answer`` tool."""
-        return self.score(task, trajectory, self.extract(actions) if answer is None else answer)
-
     def score(self, task, trajectory, answer: str | None) -> RewardResult:
         """Reward of a finished episode whose answer is ``answer`` (``None``: none given).  A
         task without a gold answer (inference only) scores 0 with no verdict."""
         record = {"answer": answer}
         if task.answer is None:
             return RewardResult(0.0, {"has_gold": 0.0, "has_answer": float(answer is not None)},
-                                answered=answer is not None, answer=answer, metadata=record)
+                                answered=answer is not None, metadata=record)
         grade = self.grade_task(answer, task)
         outcome = self.correct_reward if grade.correct else self.wrong_reward
         parts = {"correct": float(grade.correct), "has_answer": float(answer is not None),
@@ -150,7 +129,7 @@ class MathReward(Reward):
             parts[f"{name}_penalty"] = -abs(value) if hit else 0.0
             total += parts[f"{name}_penalty"]
         return RewardResult(total, parts, correct=grade.correct, answered=answer is not None,
-                            answer=answer, metadata=record)
+                            metadata=record)
 
     def _penalised(self, name: str, trajectory, failures: int) -> bool:
         if name == "exec_error":

@@ -26,7 +26,7 @@ from tir_envs.tools.python.reactor import Reactor
 from tir_envs.tools.python.sandbox.protocol import Op
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tir_envs.tools.python.pool import PoolConfig
+    from tir_envs.tools.python.pool_config import PoolConfig
     from tir_envs.tools.python.session import SessionHandle
 
 log = logging.getLogger("tir_envs.sandbox")

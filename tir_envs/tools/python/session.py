@@ -14,13 +14,12 @@ import enum
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tir_envs.tools.python.sandbox import protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from tir_envs.tools.python.cgroups import SessionCgroup
-    from tir_envs.tools.python.fork_servers import ForkServer
 
 MAX_HELLO = 64 * 1024    # the session's JSON hello (and setup error)
 
@@ -84,10 +83,18 @@ class PendingCall:
     over_budget: str | None = None  # why the host stopped reading it (ends at its deadline)
 
 
+class SessionHost(Protocol):
+    """What a session knows of the fork server that forked it: its state (``"ready"`` while
+    it forks).  The server (``fork_servers.ForkServer``) holds its sessions and imports this
+    module; a session only points back, so this module never imports the server's."""
+
+    state: Any
+
+
 class SessionHandle:
     """One interpreter owned by one episode.  Opaque: pass it back to the pool."""
 
-    def __init__(self, sid: int, fork_server: "ForkServer", sock: socket.socket):
+    def __init__(self, sid: int, fork_server: SessionHost, sock: socket.socket):
         self.sid = sid
         self.fork_server = fork_server
         self.sock: socket.socket | None = sock

@@ -13,19 +13,16 @@ from __future__ import annotations
 import collections
 import random
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from tir_envs.tools.python.reactor import Reactor
-from tir_envs.tools.python.session import SessionHandle, SessionState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tir_envs.tools.python.fork_servers import ForkServer
+from tir_envs.tools.python.session import SessionHandle, SessionHost, SessionState
 
 MAX_PARKED = 256         # idle stateless templates kept for later one-shot calls ...
 PARKED_IDLE_S = 30.0     # ... each for this long at most
 
 
-def take_one(handles: collections.deque, server: "ForkServer | None",
+def take_one(handles: collections.deque, server: SessionHost | None,
              rand: random.Random) -> SessionHandle | None:
     """Remove and return one of ``server``'s ``handles`` (None: any of them) at random, or
     None.  The rest keep their order (parked templates expire oldest first)."""
@@ -81,7 +78,7 @@ class TemplateShelf:
         if self.count and not self._pool_closed():
             self._expiry = self.reactor.call_later(PARKED_IDLE_S / 2, self.expire)
 
-    def unpark(self, key: str, server: "ForkServer | None") -> SessionHandle | None:
+    def unpark(self, key: str, server: SessionHost | None) -> SessionHandle | None:
         """One of ``server``'s (None: any server's) templates parked with these limits, taken
         off the shelf, or None (templates found unusable on the way are closed)."""
         parked = self._parked.get(key, ())
@@ -111,7 +108,7 @@ class TemplateShelf:
             self._parked[handle.key].remove(handle)
             self.count -= 1
 
-    def close_of(self, server: "ForkServer") -> None:
+    def close_of(self, server: SessionHost) -> None:
         """Close every template of ``server`` (it retired)."""
         for parked in list(self._parked.values()):
             for handle in [h for h in parked if h.fork_server is server]:
