@@ -1,0 +1,16 @@
+"""Judge rewards: a rubric and an LLM judge, pointwise or grouped, as a reward part.
+
+See ``docs/judge.md``.  ``JudgeClient`` reaches the judge model through any policy backend;
+``JudgeReward`` is the reward part; ``Rubric`` says what is graded; ``GullibleJudge`` is the
+worst judge (it obeys instructions it reads outside data), for tests and the audit.
+"""
+
+from tir_envs.rewards.judge.client import JudgeClient, Judgement, JudgeStats
+from tir_envs.rewards.judge.length import LengthNorm
+from tir_envs.rewards.judge.prompt import NAIVE, SAFE, PromptStyle
+from tir_envs.rewards.judge.reward import JudgeReward
+from tir_envs.rewards.judge.rubric import Criterion, Rubric
+from tir_envs.rewards.judge.verdict import VerdictError, parse_verdict
+
+__all__ = ["Criterion", "JudgeClient", "JudgeReward", "JudgeStats", "Judgement", "LengthNorm",
+           "NAIVE", "PromptStyle", "Rubric", "SAFE", "VerdictError", "parse_verdict"]

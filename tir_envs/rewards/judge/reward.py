@@ -1,0 +1,160 @@
+"""``JudgeReward``: an LLM judge with a rubric, as an env's reward part.
+
+Pointwise (``mode="pointwise"``): ``score(task, trajectory, answer)`` judges the protocol's
+one answer, alone, like any reward part (``TIREnv(reward=JudgeReward(...))``, the gateway's
+host-side reward, a user's env).
+
+Grouped (``mode="scores"`` or ``"ranking"``): the answers of a GRPO group are judged together
+in one call, shown in a shuffled order that is recorded, the setting where relative judges
+track hand-written rewards.  In an env the reward then only reads the answer (value 0,
+``metadata["judge"]["pending"]``), and ``judge_groups`` (the GRPO trainer calls it on each
+step's groups) makes the call and credits each trajectory at its last policy token.
+
+Either way the value is ``verdict / scale`` times the length factor (``length``).  A failed
+verdict (out of format) or a judge that errored pays 0 and marks nothing: the episode is
+never masked (the policy cannot choose its own mask by derailing the judge).  The raw
+exchange (prompt, output, reason) is in ``trajectory.metadata["judge"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tir_envs.rewards.base import Reward, RewardResult
+from tir_envs.rewards.judge.client import JudgeClient, Judgement
+from tir_envs.rewards.judge.length import LengthNorm
+from tir_envs.rewards.judge.rubric import Rubric, reference_text
+from tir_envs.rewards.judge.verdict import MODES
+
+if TYPE_CHECKING:
+    from tir_envs.task import Task
+    from tir_envs.trajectory import Trajectory
+
+
+class JudgeReward(Reward):
+    """A judge's verdict as the reward (see the module docstring).
+
+    ``client``: the judge (``JudgeClient``).  ``rubric``: default ``Rubric.equivalence()``
+    (answer equivalence with the task's gold).  ``seed``: the grouped shuffle's seed.
+    """
+
+    def __init__(self, client: JudgeClient, rubric: Rubric | None = None,
+                 mode: str = "pointwise", length: LengthNorm | None = None, seed: int = 0):
+        if not isinstance(client, JudgeClient):
+            raise TypeError(f"client must be a JudgeClient, got {type(client).__name__}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.client, self.mode, self.seed = client, mode, seed
+        self.rubric = rubric or Rubric.equivalence()
+        self.length = length or LengthNorm()
+
+    @property
+    def grouped(self) -> bool:
+        return self.mode != "pointwise"
+
+    def reference(self, task: "Task") -> str | None:
+        if not self.rubric.use_reference:
+            return None
+        ref = reference_text(task.answer)
+        if ref is None:
+            raise ValueError(f"task {task.id!r} has no gold answer, and the rubric "
+                             f"{self.rubric.name!r} compares with a reference: give tasks an "
+                             "'answer' or use Rubric(criteria, use_reference=False)")
+        return ref
+
+    # ------------------------------------------------------------------ pointwise
+    def score(self, task: "Task", trajectory: "Trajectory | None", answer: Any) -> RewardResult:
+        reference = self.reference(task)
+        text = None if answer is None else str(answer)
+        if self.grouped:
+            return _pending(text, task, reference, self.mode)
+        factor = 0.0 if not text or not text.strip() else self.length.factor(text, reference)
+        if factor == 0.0:
+            return _unjudged(text, "no answer" if not text or not text.strip() else
+                             "over the length budget: not sent to the judge")
+        judged = self.client.judge(self.rubric, task.question, reference, [text], "pointwise")
+        return self._result(text, judged, 0, factor, {"mode": "pointwise"})
+
+    def _result(self, text: str, judged: Judgement, index: int, factor: float,
+                extra: dict[str, Any]) -> RewardResult:
+        raw = judged.scores[index] if judged.scores is not None else 0.0
+        value = raw * factor
+        ok = judged.scores is not None
+        components = {"judge": raw, "length_factor": factor, "judge_failed": float(not ok),
+                      "correct": float(value >= self.rubric.threshold), "has_answer": 1.0}
+        meta = {"judge": {**extra, **judged.record(), "rubric": self.rubric.name,
+                          "value": value}}
+        return RewardResult(value, components, correct=value >= self.rubric.threshold,
+                            answered=True, answer=text, metadata=meta)
+
+    # ------------------------------------------------------------------ grouped
+    def judge_groups(self, groups: Sequence[Sequence["Trajectory"]]) -> None:
+        """``ajudge_groups`` from sync code."""
+        from tir_envs.sync_bridge import run_sync
+        run_sync(self.ajudge_groups(groups))
+
+    async def ajudge_groups(self, groups: Sequence[Sequence["Trajectory"]]) -> None:
+        """Judge each group's pending answers in one call per group (all groups at once,
+        within the client's concurrency bound) and credit every trajectory."""
+        await asyncio.gather(*(self._judge_group(list(g)) for g in groups))
+
+    async def _judge_group(self, group: list["Trajectory"]) -> None:
+        pending = [t for t in group if t.metadata.get("judge", {}).get("pending")]
+        if not pending:
+            return
+        spec = pending[0].metadata["judge"]
+        question, reference = spec["question"], spec["reference"]
+        shown, skipped = [], []
+        for t in pending:
+            text = t.metadata["judge"]["answer"]
+            factor = 0.0 if not text or not text.strip() else \
+                self.length.factor(text, reference)
+            (shown if factor > 0 else skipped).append((t, text, factor))
+        for t, text, _ in skipped:
+            _credit(t, _unjudged(text, "no answer" if not text or not text.strip() else
+                                 "over the length budget: not sent to the judge"))
+        if not shown:
+            return
+        order = list(range(len(shown)))
+        random.Random(self._shuffle_seed(pending)).shuffle(order)
+        answers = [shown[i][1] for i in order]
+        judged = await self.client.ajudge(self.rubric, question, reference, answers, self.mode)
+        for pos, i in enumerate(order):
+            t, text, factor = shown[i]
+            extra = {"mode": self.mode, "group_size": len(group), "position": pos,
+                     "label": judged.labels[pos], "order": [group.index(shown[j][0])
+                                                            for j in order]}
+            _credit(t, self._result(text, judged, pos, factor, extra))
+
+    def _shuffle_seed(self, group: list["Trajectory"]) -> int:
+        key = f"{self.seed}:{group[0].task_id}:{len(group)}:" + "|".join(
+            str(t.metadata["judge"]["answer"]) for t in group)
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def _pending(text: str | None, task: "Task", reference: str | None, mode: str) -> RewardResult:
+    meta = {"judge": {"pending": True, "mode": mode, "question": task.question,
+                      "reference": reference, "answer": text}}
+    return RewardResult(0.0, {"judge": 0.0, "has_answer": float(text is not None)},
+                        correct=None, answered=text is not None, answer=text, metadata=meta)
+
+
+def _unjudged(text: str | None, why: str) -> RewardResult:
+    answered = bool(text and text.strip())
+    return RewardResult(0.0, {"judge": 0.0, "length_factor": 0.0, "judge_failed": 0.0,
+                              "correct": 0.0, "has_answer": float(answered)},
+                        correct=False, answered=answered, answer=text,
+                        metadata={"judge": {"skipped": why, "value": 0.0}})
+
+
+def _credit(traj: "Trajectory", result: RewardResult) -> None:
+    """Write a grouped verdict onto a trajectory whose env credited 0 for it (``_pending``)."""
+    traj.credit(result.value)
+    traj.reward = float(sum(traj.token_rewards)) if traj.num_policy_tokens else \
+        traj.reward + result.value
+    traj.reward_components = {**traj.reward_components, **result.components}
+    traj.correct = result.correct
+    traj.metadata["judge"] = result.metadata["judge"]
