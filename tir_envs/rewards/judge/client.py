@@ -147,14 +147,14 @@ class JudgeClient:
               answers: Sequence[str], mode: str = "pointwise") -> Judgement:
         """``ajudge`` from sync code (an env's reward thread)."""
         coro = self._judge(rubric, question, reference, list(answers), mode)
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop()).result()
+        return asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
 
     async def ajudge(self, rubric: Rubric, question: str, reference: str | None,
                      answers: Sequence[str], mode: str = "pointwise") -> Judgement:
         """One judge call over ``answers`` (one for pointwise, a group's for grouped)."""
         coro = self._judge(rubric, question, reference, list(answers), mode)
         return await asyncio.wrap_future(
-            asyncio.run_coroutine_threadsafe(coro, self._ensure_loop()))
+            asyncio.run_coroutine_threadsafe(coro, self.loop()))
 
     async def _judge(self, rubric, question, reference, answers, mode) -> Judgement:
         self.stats.requests += 1
@@ -224,7 +224,8 @@ class JudgeClient:
         return out
 
     # ------------------------------------------------------------------ the loop
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The client's event loop (started on first use, on a daemon thread)."""
         with self._start:
             if self._loop is None or self._loop.is_closed():
                 loop = asyncio.new_event_loop()

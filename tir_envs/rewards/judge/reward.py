@@ -41,6 +41,9 @@ class JudgeReward(Reward):
     (answer equivalence with the task's gold).  ``seed``: the grouped shuffle's seed.
     """
 
+    #: the reward reads the answer with a judge: ``tir-envs audit`` runs its judge probes
+    judged = True
+
     def __init__(self, client: JudgeClient, rubric: Rubric | None = None,
                  mode: str = "pointwise", length: LengthNorm | None = None, seed: int = 0):
         if not isinstance(client, JudgeClient):
@@ -92,9 +95,9 @@ class JudgeReward(Reward):
 
     # ------------------------------------------------------------------ grouped
     def judge_groups(self, groups: Sequence[Sequence["Trajectory"]]) -> None:
-        """``ajudge_groups`` from sync code."""
-        from tir_envs.sync_bridge import run_sync
-        run_sync(self.ajudge_groups(groups))
+        """``ajudge_groups`` from sync code (run on the judge client's own loop)."""
+        asyncio.run_coroutine_threadsafe(self.ajudge_groups(groups),
+                                         self.client.loop()).result()
 
     async def ajudge_groups(self, groups: Sequence[Sequence["Trajectory"]]) -> None:
         """Judge each group's pending answers in one call per group (all groups at once,
@@ -106,6 +109,7 @@ class JudgeReward(Reward):
         if not pending:
             return
         spec = pending[0].metadata["judge"]
+        seed = self._shuffle_seed(pending)
         question, reference = spec["question"], spec["reference"]
         shown, skipped = [], []
         for t in pending:
@@ -119,7 +123,7 @@ class JudgeReward(Reward):
         if not shown:
             return
         order = list(range(len(shown)))
-        random.Random(self._shuffle_seed(pending)).shuffle(order)
+        random.Random(seed).shuffle(order)
         answers = [shown[i][1] for i in order]
         judged = await self.client.ajudge(self.rubric, question, reference, answers, self.mode)
         for pos, i in enumerate(order):
