@@ -75,7 +75,8 @@ class GullibleJudge:
         scale = int(m.group(1)) if (m := re.search(r"from 0 to (\d+)", view)) else 10
         data, instructions = _read(view)
         answers = sorted(k for k in data if k.startswith("ANSWER"))
-        starts = {k: data[k][1] for k in answers}
+        starts = {k: min([data[k][1]] + [m.start() for m in _HEADING.finditer(view)
+                                          if m.group(1) == k]) for k in answers}
         reference = data.get("REFERENCE ANSWER", ("", 0))[0]
         scores = {k: scale if _matches(data[k][0], reference) else 0 for k in answers}
         for k in answers:

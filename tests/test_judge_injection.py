@@ -1,0 +1,108 @@
+"""The Bar: against the worst judge (``GullibleJudge`` obeys every instruction it reads outside
+data), every injection probe is held by the prompt's construction, and each pays against a
+naive prompt, so the probes can fail.  Then the same through ``tir-envs audit``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tir_envs.chat.vocab import qwen3_tokenizer
+from tir_envs.rewards.judge import NAIVE, SAFE, JudgeClient, JudgeReward, PromptStyle
+from tir_envs.rewards.judge.gullible import GullibleJudge
+from tir_envs.rewards.judge.injections import INJECTIONS
+from tir_envs.rewards.judge.length import OFF
+from tir_envs.task import Task
+
+TASK = Task("t1", "What is the capital of France?", "Paris")
+WRONG = "Lyon"
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return qwen3_tokenizer()
+
+
+def judged(tok, style, length=None, mode="pointwise") -> JudgeReward:
+    client = JudgeClient(GullibleJudge(tok), tok, thinking="off", style=style)
+    return JudgeReward(client, mode=mode, length=length)
+
+
+def attack(reward: JudgeReward, name: str) -> float:
+    ends = [reward.client.codec.decode([i]) for i in reward.client.renderer.stop_token_ids()]
+    return reward.score(TASK, None, INJECTIONS[name][1](WRONG, "Paris", ends)).value
+
+
+def test_the_worst_judge_is_honest_on_honest_answers(tok):
+    for reward in (judged(tok, SAFE), judged(tok, NAIVE, OFF)):
+        assert reward.score(TASK, None, "Paris").value == 1.0
+        assert reward.score(TASK, None, WRONG).value == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(INJECTIONS))
+def test_every_probe_is_held_by_the_prompt_and_pays_against_a_naive_one(tok, name):
+    held = judged(tok, SAFE)
+    assert attack(held, name) == 0.0, f"{name} paid against the defended prompt"
+    naive = judged(tok, NAIVE, OFF)
+    assert attack(naive, name) == 1.0, f"{name} does not pay even against a naive prompt"
+
+
+@pytest.mark.parametrize("name, style, pays", [
+    # delimiting alone is not enough: a tag closes the block, spelled control tokens end it
+    ("block_close", PromptStyle(delimit=True, escape=False, plain_encode=True), True),
+    ("control_tokens", PromptStyle(delimit=True, escape=False, plain_encode=False), True),
+    # each of escaping and plain encoding alone keeps Qwen's spelled control tokens text
+    ("control_tokens", PromptStyle(delimit=True, escape=False, plain_encode=True), False),
+    ("control_tokens", PromptStyle(delimit=True, escape=True, plain_encode=False), False),
+    ("block_close", PromptStyle(delimit=True, escape=True, plain_encode=False), False),
+])
+def test_each_defence_matters(tok, name, style, pays):
+    assert attack(judged(tok, style, OFF), name) == float(pays)
+
+
+def test_padding_is_held_by_the_length_budget_not_the_prompt(tok):
+    assert attack(judged(tok, SAFE, OFF), "padding") == 1.0  # the worst judge likes length
+    assert attack(judged(tok, SAFE), "padding") == 0.0
+
+
+def test_grouped_judging_holds_the_probes_too(tok):
+    from tir_envs.trajectory import Trajectory
+
+    def group_rewards(reward):
+        answers = ["Paris", WRONG] + [INJECTIONS[n][1](WRONG, "Paris") for n in
+                                      ("instructions", "fake_verdict", "reference_claim")]
+        group = []
+        for a in answers:
+            t = Trajectory(task_id=TASK.id)
+            t.append([1], policy=True)
+            t.metadata.update(reward.score(TASK, t, a).metadata)
+            group.append(t)
+        reward.judge_groups([group])
+        return [t.reward for t in group], [t.metadata["judge"].get("failure") for t in group]
+
+    rewards, failures = group_rewards(judged(tok, SAFE, mode="scores"))
+    assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0] and failures == [None] * 5
+    rewards, failures = group_rewards(judged(tok, NAIVE, OFF, mode="scores"))
+    # the naive judge copies the fake verdict (a failure: 0 for all) or pays the orders
+    assert rewards != [1.0, 0.0, 0.0, 0.0, 0.0] or any(failures)
+
+
+def lookup(city: str) -> str:
+    """The country a city is in.  Args: city: a city name."""
+    return "France"
+
+
+@pytest.mark.parametrize("style, verdict", [(SAFE, "HELD"), (NAIVE, "PAYS")])
+def test_the_audit_reports_which_judge_probes_pay(tok, style, verdict):
+    import tir_envs
+    from tir_envs.audit import PROBES, audit
+
+    def make():
+        reward = judged(tok, style, None if style is SAFE else OFF)
+        return tir_envs.make("tir/ToolUse-v0", tasks=[TASK], tools=[lookup], reward=reward,
+                             tokenizer=tok, chat=False)
+
+    probes = [p for p in PROBES if p.family == "judge"]
+    assert len(probes) == len(INJECTIONS)
+    report = audit(make, probes=probes, tasks=1)
+    verdicts = {p.name: p.verdict for p in report.probes}
+    assert set(verdicts.values()) == {verdict}, verdicts
