@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from tir_envs.env import TIREnv
 from tir_envs.formats.base import ToolCall, ToolCallFormat
-from tir_envs.rewards.base import RewardResult
+from tir_envs.rewards.base import NoReward, RewardResult
 from tir_envs.task import Task
 from tir_envs.tools.base import Tool, ToolResult, Status
 from tir_envs.trajectory import Trajectory
@@ -95,7 +95,9 @@ class SecretTool(Tool):
 
 
 class ToyToolEnv(TIREnv):
-    """The toy tool task (see the module docstring).  ``tool_enabled=False`` is the control."""
+    """The toy tool task (see the module docstring).  ``tool_enabled=False`` is the control.
+    ``reward=`` (e.g. a ``JudgeReward``) grades the digit the toy reads instead of its own
+    check."""
 
     env_id = "tir/Toy-v0"
 
@@ -112,8 +114,11 @@ class ToyToolEnv(TIREnv):
                              "trainers.grpo.toy_env.toy_tokenizer()")
 
     def outcome(self, task: Task, trajectory: Trajectory, actions: list[str]) -> RewardResult:
+        """The toy's own check, or the ``reward=`` part given (a judge) on the digit read."""
         final = actions[-1] if actions else ""
         digit = re.search(r"\d", final.split(CALL)[0])
+        if not isinstance(self.reward, NoReward):
+            return self.reward.score(task, trajectory, None if digit is None else digit.group(0))
         correct = digit is not None and digit.group(0) == str(task.answer)
         return RewardResult(float(correct), {"correct": float(correct)}, correct=correct,
                             answered=digit is not None,
