@@ -93,6 +93,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="chat envs: give the model each turn's conversation re-rendered by its "
                         "family's chat template, as a server would (earlier reasoning dropped "
                         "where the template drops it), and report the drift from the ledger")
+    p.add_argument("--judge", metavar="SPEC",
+                   help="the LLM judge of judged suites (hotpotqa-judged, autotir-judged): "
+                        "hf:PATH | vllm:PATH | openai:URL (with --judge-model); never the policy")
+    p.add_argument("--judge-model", help="the judge's model name on an OpenAI-compatible server")
+    p.add_argument("--judge-tokenizer", help="the judge's tokenizer (default: its spec's)")
+    p.add_argument("--judge-renderer", help="the judge family's chat renderer (default: detected)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_import_flag(p)
     p.set_defaults(func=run_command)

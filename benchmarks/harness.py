@@ -37,6 +37,7 @@ from benchmarks.jobs import Job, plan
 from benchmarks.policies import check_policy, resolve_policy
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
+from benchmarks.judging import build_judge, check_judge
 from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
 
 __all__ = ["BenchmarkFailed", "Job", "RunConfig", "RunInterrupted", "check_fields",
@@ -150,6 +151,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     check_positive_int(seeds=config.seeds, hint="independent replicates of the k samples")
     check_fields(chosen, config.by)
     check_policy(config.policy, config.model, config.engine_args)
+    check_judge([suite.name for suite in chosen if suite.judge], config)
     if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
@@ -183,6 +185,9 @@ def _run(config: RunConfig) -> dict[str, Any]:
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
                                                        config.protocol, config.engine_args)
+        for suite, kwargs in zip(chosen, suite_kwargs):
+            if suite.judge:  # one judge for the run, built after every check
+                kwargs["reward"] = build_judge(config, suite.judge)
         episodes = executor(config, policy_obj, record)
         store = RunStore(out, record)
         try:
