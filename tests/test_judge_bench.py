@@ -33,3 +33,4 @@ def test_hotpotqa_judged_is_graded_by_the_judge(tmp_path, policy, accuracy):
     exchange = records[0]["trajectory"]["metadata"]["judge"]["exchange"]
     assert exchange["output"].startswith("I read") and "REFERENCE ANSWER" in exchange["user"]
     assert json.loads((tmp_path / "run.json").read_text())["judge"] == "GullibleJudge"
+    assert "| judge | value |" in (tmp_path / "report.md").read_text()

@@ -85,8 +85,8 @@ def pointwise(tok, tasks, groups, call_s: float, threads: int) -> dict:
     # a serial pass over the same episodes with a fresh cache: time per judged episode
     serial = reward_for(tok, call_s, "pointwise")
     t0 = time.perf_counter()
-    for task, answer in jobs[:len(tasks)]:  # one answer per task: all distinct, none cached
-        serial.score(task, None, answer)
+    for task in tasks:  # one answer per task, the one the baseline judges: none cached
+        serial.score(task, None, candidates(task)[1])
     per_judged = (time.perf_counter() - t0) / len(tasks)
     return {"episodes": len(jobs), "calls": s["calls"],
             "calls_per_episode": s["calls"] / len(jobs), "cache_hit_rate": s["cache_hit_rate"],
