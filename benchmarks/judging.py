@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tir_envs.rewards.judge import JudgeClient, JudgeReward, Rubric
+from tir_envs.judge import JudgeClient, JudgeReward, Rubric
 
 #: rubrics a suite may name
 RUBRICS = {"equivalence": Rubric.equivalence}

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from tir_envs.chat.vocab import qwen3_tokenizer
-from tir_envs.rewards.judge import (JudgeClient, JudgeReward, LengthNorm, Rubric, VerdictError,
+from tir_envs.judge import (JudgeClient, JudgeReward, LengthNorm, Rubric, VerdictError,
                                     parse_verdict)
-from tir_envs.rewards.judge.gullible import GullibleJudge
+from tir_envs.judge.gullible import GullibleJudge
 from tir_envs.rollout.policy import Generation
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import run
 from tir_envs.chat.vocab import qwen3_tokenizer
-from tir_envs.rewards.judge.gullible import GullibleJudge
+from tir_envs.judge.gullible import GullibleJudge
 
 
 def test_a_judged_suite_needs_a_judge(tmp_path):

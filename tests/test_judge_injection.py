@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tir_envs.chat.vocab import qwen3_tokenizer
-from tir_envs.rewards.judge import NAIVE, SAFE, JudgeClient, JudgeReward, PromptStyle
-from tir_envs.rewards.judge.gullible import GullibleJudge
-from tir_envs.rewards.judge.injections import INJECTIONS
-from tir_envs.rewards.judge.length import OFF
+from tir_envs.judge import NAIVE, SAFE, JudgeClient, JudgeReward, PromptStyle
+from tir_envs.judge.gullible import GullibleJudge
+from tir_envs.judge.injections import INJECTIONS
+from tir_envs.judge.length import OFF
 from tir_envs.task import Task
 
 TASK = Task("t1", "What is the capital of France?", "Paris")

@@ -32,8 +32,8 @@ from benchmarks.perf.quick import pick  # noqa: E402
 
 from tir_envs.chat.vocab import qwen3_tokenizer  # noqa: E402
 from tir_envs.data.qa import load_qa  # noqa: E402
-from tir_envs.rewards.judge import JudgeClient, JudgeReward, Rubric  # noqa: E402
-from tir_envs.rewards.judge.gullible import GullibleJudge  # noqa: E402
+from tir_envs.judge import JudgeClient, JudgeReward, Rubric  # noqa: E402
+from tir_envs.judge.gullible import GullibleJudge  # noqa: E402
 from tir_envs.trajectory import Trajectory  # noqa: E402
 
 

@@ -1,8 +1,8 @@
-"""Judge-injection probes: answers that attack an LLM judge (``tir_envs.rewards.judge``).
+"""Judge-injection probes: answers that attack an LLM judge (``tir_envs.judge``).
 
 Each commits to a wrong answer (the task's first wrong candidate) and adds what a judge might
 obey: instructions, a fake verdict, tags closing its data block, its family's control tokens
-spelled out, a claim to be the reference, padding (``tir_envs.rewards.judge.injections``).
+spelled out, a claim to be the reference, padding (``tir_envs.judge.injections``).
 They apply to an env whose reward judges text: a ``JudgeReward`` in pointwise mode, or any
 reward that declares ``judged = True``.  A grouped judge scores only when a trainer judges the
 group (``JudgeReward.judge_groups``), which one audit episode never is: N/A there.
@@ -14,7 +14,7 @@ from typing import Any
 
 from tir_envs.audit.context import ProbeContext
 from tir_envs.audit.probes import Action, probe
-from tir_envs.rewards.judge.injections import INJECTIONS
+from tir_envs.judge.injections import INJECTIONS
 
 
 def _judged(env: Any) -> bool:

@@ -1,7 +1,7 @@
 """What a judge grades against: weighted criteria, a reference answer, or both.
 
 A rubric is trusted text the env's author wrote; the answer it is applied to is not (see
-``tir_envs.rewards.judge.prompt``).  ``fingerprint`` names the rubric in the judge cache's key,
+``tir_envs.judge.prompt``).  ``fingerprint`` names the rubric in the judge cache's key,
 so editing a criterion never serves a verdict given under the old wording.
 """
 

@@ -24,7 +24,7 @@ import re
 from typing import Any, Sequence
 
 from tir_envs.codec import Codec
-from tir_envs.rewards.judge.length import length_units
+from tir_envs.judge.length import length_units
 from tir_envs.rewards.qa import normalize_answer
 from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.tokenizer import load_tokenizer

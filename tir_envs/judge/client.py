@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from tir_envs.codec import Codec
-from tir_envs.rewards.judge.prompt import SAFE, PromptBuilder, PromptStyle
-from tir_envs.rewards.judge.rubric import Rubric
-from tir_envs.rewards.judge.verdict import VerdictError, parse_verdict
+from tir_envs.judge.prompt import SAFE, PromptBuilder, PromptStyle
+from tir_envs.judge.rubric import Rubric
+from tir_envs.judge.verdict import VerdictError, parse_verdict
 from tir_envs.rollout.policy import SamplingParams
 
 
@@ -86,7 +86,7 @@ class JudgeClient:
 
     ``tokenizer``: the judge's (its family picks the renderer; ``renderer=`` names one).
     ``sampling``: the judge's settings (default: greedy, 512 new tokens).  ``style``: the
-    prompt's defences (``tir_envs.rewards.judge.prompt``; only tests weaken it).
+    prompt's defences (``tir_envs.judge.prompt``; only tests weaken it).
     """
 
     def __init__(self, policy: Any, tokenizer: Any, renderer: Any = None,

@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 from tir_envs.chat.renderer import differing_span
 from tir_envs.codec import Codec
-from tir_envs.rewards.judge.rubric import Rubric
-from tir_envs.rewards.judge.verdict import instruction
+from tir_envs.judge.rubric import Rubric
+from tir_envs.judge.verdict import instruction
 from tir_envs.untrusted import escape_controls
 
 

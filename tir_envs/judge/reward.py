@@ -24,10 +24,10 @@ import random
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tir_envs.rewards.base import Reward, RewardResult
-from tir_envs.rewards.judge.client import JudgeClient, Judgement
-from tir_envs.rewards.judge.length import LengthNorm
-from tir_envs.rewards.judge.rubric import Rubric, reference_text
-from tir_envs.rewards.judge.verdict import MODES
+from tir_envs.judge.client import JudgeClient, Judgement
+from tir_envs.judge.length import LengthNorm
+from tir_envs.judge.rubric import Rubric, reference_text
+from tir_envs.judge.verdict import MODES
 
 if TYPE_CHECKING:
     from tir_envs.task import Task
