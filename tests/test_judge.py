@@ -4,7 +4,6 @@ pointwise and grouped judging, length normalisation, the prompt's data framing."
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -136,11 +135,10 @@ def test_calls_are_concurrent_but_bounded_and_shared_answers_judged_once(tok):
         return await asyncio.gather(*(c.ajudge(Rubric.equivalence(), TASK.question, "Paris",
                                                [a]) for a in answers))
 
-    t0 = time.perf_counter()
     out = asyncio.run(many())
     assert all(j.scores == [0.5] for j in out)
+    # in flight together (peak 3, not 1), never more than the bound
     assert judge.calls == 10 and judge.peak == 3 and c.stats.cache_hits == 30
-    assert time.perf_counter() - t0 < 0.05 * 10  # concurrent (4 rounds of 3), not serial
 
 
 # ------------------------------------------------------------------ length
