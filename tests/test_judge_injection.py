@@ -106,3 +106,19 @@ def test_the_audit_reports_which_judge_probes_pay(tok, style, verdict):
     report = audit(make, probes=probes, tasks=1)
     verdicts = {p.name: p.verdict for p in report.probes}
     assert set(verdicts.values()) == {verdict}, verdicts
+
+
+def test_another_family_holds_every_probe_in_its_own_rendering():
+    """Mistral's real vocabulary and template (no ChatML): its end-of-turn spelled in an
+    answer stays text, and every probe is held, with the family's own framing."""
+    from tir_envs.chat.vocab import family_tokenizer
+
+    tok = family_tokenizer("mistral")
+    client = JudgeClient(GullibleJudge(tok), tok, renderer="mistral")
+    reward = JudgeReward(client)
+    assert client.renderer.family == "mistral"
+    assert reward.score(TASK, None, "Paris").value == 1.0
+    assert {name: attack(reward, name) for name in INJECTIONS} == dict.fromkeys(INJECTIONS, 0.0)
+    naive = JudgeReward(JudgeClient(GullibleJudge(tok), tok, renderer="mistral", style=NAIVE),
+                        length=OFF)
+    assert attack(naive, "control_tokens") == 1.0
