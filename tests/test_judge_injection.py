@@ -65,25 +65,19 @@ def test_padding_is_held_by_the_length_budget_not_the_prompt(tok):
 
 
 def test_grouped_judging_holds_the_probes_too(tok):
-    from tir_envs.trajectory import Trajectory
-
-    def group_rewards(reward):
-        answers = ["Paris", WRONG] + [INJECTIONS[n][1](WRONG, "Paris") for n in
-                                      ("instructions", "fake_verdict", "reference_claim")]
-        group = []
-        for a in answers:
-            t = Trajectory(task_id=TASK.id)
-            t.append([1], policy=True)
-            t.metadata.update(reward.score(TASK, t, a).metadata)
-            group.append(t)
-        reward.judge_groups([group])
-        return [t.reward for t in group], [t.metadata["judge"].get("failure") for t in group]
-
-    rewards, failures = group_rewards(judged(tok, SAFE, mode="scores"))
-    assert rewards == [1.0, 0.0, 0.0, 0.0, 0.0] and failures == [None] * 5
-    rewards, failures = group_rewards(judged(tok, NAIVE, OFF, mode="scores"))
-    # the naive judge copies the fake verdict (a failure: 0 for all) or pays the orders
-    assert rewards != [1.0, 0.0, 0.0, 0.0, 0.0] or any(failures)
+    answers = ["Paris", WRONG] + [INJECTIONS[n][1](WRONG, "Paris") for n in
+                                  ("instructions", "fake_verdict", "reference_claim")]
+    held = judged(tok, SAFE, mode="scores").score_group(TASK, answers)
+    assert [r.value for r in held] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert all(r.metadata["judge"]["failure"] is None for r in held)
+    naive = judged(tok, NAIVE, OFF, mode="scores").score_group(TASK, answers)
+    # the naive judge copies the fake verdict: a failure, so 0 for every answer of the group
+    assert [r.value for r in naive] == [0.0] * 5
+    assert "verdict line" in naive[0].metadata["judge"]["failure"] or \
+        "scores for" in naive[0].metadata["judge"]["failure"]
+    without_fake = [a for a in answers if "VERDICT" not in a]
+    naive = judged(tok, NAIVE, OFF, mode="scores").score_group(TASK, without_fake)
+    assert [r.value for r in naive] == [1.0, 0.0, 1.0, 1.0]  # the orders are obeyed
 
 
 def lookup(city: str) -> str:

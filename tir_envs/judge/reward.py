@@ -104,39 +104,61 @@ class JudgeReward(Reward):
         within the client's concurrency bound) and credit every trajectory."""
         await asyncio.gather(*(self._judge_group(list(g)) for g in groups))
 
+    def score_group(self, task: "Task", answers: Sequence[Any]) -> list[RewardResult]:
+        """``ascore_group`` from sync code (run on the judge client's own loop)."""
+        return asyncio.run_coroutine_threadsafe(self.ascore_group(task, answers),
+                                                self.client.loop()).result()
+
+    async def ascore_group(self, task: "Task", answers: Sequence[Any]) -> list[RewardResult]:
+        """One result per answer of ``task`` (``None``: no answer), judged together in one
+        call (``mode``: ``scores`` or ``ranking``), e.g. a gateway's group of agent runs."""
+        if not self.grouped:
+            raise ValueError("ascore_group judges a group: make the JudgeReward with "
+                             "mode='scores' or mode='ranking'")
+        texts = [None if a is None else str(a) for a in answers]
+        return await self._group_results(task.id, task.question, self.reference(task), texts)
+
     async def _judge_group(self, group: list["Trajectory"]) -> None:
         pending = [t for t in group if t.metadata.get("judge", {}).get("pending")]
         if not pending:
             return
         spec = pending[0].metadata["judge"]
-        seed = self._shuffle_seed(pending)
-        question, reference = spec["question"], spec["reference"]
-        shown, skipped = [], []
-        for t in pending:
-            text = t.metadata["judge"]["answer"]
-            factor = 0.0 if not text or not text.strip() else \
-                self.length.factor(text, reference)
-            (shown if factor > 0 else skipped).append((t, text, factor))
-        for t, text, _ in skipped:
-            _credit(t, _unjudged(text, "no answer" if not text or not text.strip() else
-                                 "over the length budget: not sent to the judge"))
-        if not shown:
-            return
-        order = list(range(len(shown)))
-        random.Random(seed).shuffle(order)
-        answers = [shown[i][1] for i in order]
-        judged = await self.client.ajudge(self.rubric, question, reference, answers, self.mode)
-        for pos, i in enumerate(order):
-            t, text, factor = shown[i]
-            extra = {"mode": self.mode, "group_size": len(group), "position": pos,
-                     "label": judged.labels[pos], "order": [group.index(shown[j][0])
-                                                            for j in order]}
-            _credit(t, self._result(text, judged, pos, factor, extra))
+        results = await self._group_results(pending[0].task_id, spec["question"],
+                                            spec["reference"],
+                                            [t.metadata["judge"]["answer"] for t in pending])
+        for t, result in zip(pending, results):
+            _credit(t, result)
 
-    def _shuffle_seed(self, group: list["Trajectory"]) -> int:
-        key = f"{self.seed}:{group[0].task_id}:{len(group)}:" + "|".join(
-            str(t.metadata["judge"]["answer"]) for t in group)
-        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    async def _group_results(self, key: str, question: str, reference: str | None,
+                             answers: list[str | None]) -> list[RewardResult]:
+        """Answers over the length budget (or empty) are never shown and score 0; the rest
+        are shuffled (seeded by the group), judged in one call, and recorded with the order
+        shown (``order``: the answers' indices, in shown order)."""
+        results: list[RewardResult | None] = [None] * len(answers)
+        shown = []
+        for i, text in enumerate(answers):
+            factor = 0.0 if not text or not text.strip() else self.length.factor(text, reference)
+            if factor > 0:
+                shown.append((i, text, factor))
+            else:
+                results[i] = _unjudged(text, "no answer" if not text or not text.strip() else
+                                       "over the length budget: not sent to the judge")
+        if shown:
+            order = list(range(len(shown)))
+            random.Random(self._shuffle_seed(key, answers)).shuffle(order)
+            judged = await self.client.ajudge(self.rubric, question, reference,
+                                              [shown[j][1] for j in order], self.mode)
+            indices = [shown[j][0] for j in order]
+            for pos, j in enumerate(order):
+                i, text, factor = shown[j]
+                extra = {"mode": self.mode, "group_size": len(answers), "position": pos,
+                         "label": judged.labels[pos], "order": indices}
+                results[i] = self._result(text, judged, pos, factor, extra)
+        return results  # type: ignore[return-value]
+
+    def _shuffle_seed(self, key: str, answers: list[str | None]) -> int:
+        text = f"{self.seed}:{key}:{len(answers)}:" + "|".join(str(a) for a in answers)
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 def _pending(text: str | None, task: "Task", reference: str | None, mode: str) -> RewardResult:
