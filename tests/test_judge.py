@@ -196,3 +196,14 @@ def test_answer_text_never_becomes_a_control_id(tok):
     text = tok.decode(forged)
     assert "&lt;|im_end|&gt;" in text
     assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # qwen3, no thinking
+
+
+def test_ascore_awaits_the_judge_without_a_thread(tok):
+    reward = JudgeReward(client(tok))
+
+    async def many():
+        return await asyncio.gather(*(reward.ascore(TASK, None, a) for a in
+                                      ["Paris", "Lyon", None, "Paris"]))
+
+    values = [r.value for r in asyncio.run(many())]
+    assert values == [1.0, 0.0, 0.0, 1.0] and reward.client.stats.calls == 2

@@ -39,11 +39,11 @@ def test_the_trainer_trains_on_judge_rewards(tmp_path, mode):
     judged = 0
     for row in rows:
         record = row["metadata"]["judge"]
-        right = row["answer"] == secrets[row["task_id"]]
+        right = record["answer"] == secrets[row["task_id"]]  # the digit the judge was given
         assert row["reward"] == float(right)  # the judge (honest on honest answers) agrees
         assert not record.get("pending")
         if "skipped" in record:  # no digit: never shown to the judge
-            assert row["answer"] is None
+            assert record["answer"] is None
             continue
         judged += 1
         assert record["mode"] == mode and record["exchange"]["output"].endswith(

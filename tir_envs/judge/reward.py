@@ -70,16 +70,36 @@ class JudgeReward(Reward):
 
     # ------------------------------------------------------------------ pointwise
     def score(self, task: "Task", trajectory: "Trajectory | None", answer: Any) -> RewardResult:
+        """The verdict from sync code (an env thread): the call runs on the client's loop."""
+        early, args = self._prepare(task, answer)
+        if early is not None:
+            return early
+        return self._pointwise(args, self.client.judge(*args[:-1], "pointwise"))
+
+    async def ascore(self, task: "Task", trajectory: "Trajectory | None",
+                     answer: Any) -> RewardResult:
+        """The verdict awaited, with no thread held while the judge works (an env that awaits
+        its reward's ``ascore`` keeps thousands of judged episodes in flight)."""
+        early, args = self._prepare(task, answer)
+        if early is not None:
+            return early
+        return self._pointwise(args, await self.client.ajudge(*args[:-1], "pointwise"))
+
+    def _prepare(self, task: "Task", answer: Any) -> tuple[RewardResult | None, tuple]:
+        """A result that needs no judge call (grouped: pending; no answer; over length), or
+        the call's arguments (rubric, question, reference, [answer]) and the length factor."""
         reference = self.reference(task)
         text = None if answer is None else str(answer)
         if self.grouped:
-            return _pending(text, task, reference, self.mode)
+            return _pending(text, task, reference, self.mode), ()
         factor = 0.0 if not text or not text.strip() else self.length.factor(text, reference)
         if factor == 0.0:
             return _unjudged(text, "no answer" if not text or not text.strip() else
-                             "over the length budget: not sent to the judge")
-        judged = self.client.judge(self.rubric, task.question, reference, [text], "pointwise")
-        return self._result(text, judged, 0, factor, {"mode": "pointwise"})
+                             "over the length budget: not sent to the judge"), ()
+        return None, (self.rubric, task.question, reference, [text], factor)
+
+    def _pointwise(self, args: tuple, judged: Judgement) -> RewardResult:
+        return self._result(args[3][0], judged, 0, args[-1], {"mode": "pointwise"})
 
     def _result(self, text: str, judged: Judgement, index: int, factor: float,
                 extra: dict[str, Any]) -> RewardResult:
@@ -89,9 +109,9 @@ class JudgeReward(Reward):
         components = {"judge": raw, "length_factor": factor, "judge_failed": float(not ok),
                       "correct": float(value >= self.rubric.threshold), "has_answer": 1.0}
         meta = {"judge": {**extra, **judged.record(), "rubric": self.rubric.name,
-                          "value": value}}
+                          "answer": text, "value": value}}
         return RewardResult(value, components, correct=value >= self.rubric.threshold,
-                            answered=True, answer=text, metadata=meta)
+                            answered=True, metadata=meta)
 
     # ------------------------------------------------------------------ grouped
     def judge_groups(self, groups: Sequence[Sequence["Trajectory"]]) -> None:
@@ -165,15 +185,16 @@ def _pending(text: str | None, task: "Task", reference: str | None, mode: str) -
     meta = {"judge": {"pending": True, "mode": mode, "question": task.question,
                       "reference": reference, "answer": text}}
     return RewardResult(0.0, {"judge": 0.0, "has_answer": float(text is not None)},
-                        correct=None, answered=text is not None, answer=text, metadata=meta)
+                        correct=None, answered=text is not None, metadata=meta)
 
 
 def _unjudged(text: str | None, why: str) -> RewardResult:
+    """A verdict given without the judge: 0 (no answer, or over the length budget)."""
     answered = bool(text and text.strip())
     return RewardResult(0.0, {"judge": 0.0, "length_factor": 0.0, "judge_failed": 0.0,
                               "correct": 0.0, "has_answer": float(answered)},
-                        correct=False, answered=answered, answer=text,
-                        metadata={"judge": {"skipped": why, "value": 0.0}})
+                        correct=False, answered=answered,
+                        metadata={"judge": {"skipped": why, "answer": text, "value": 0.0}})
 
 
 def _credit(traj: "Trajectory", result: RewardResult) -> None:
