@@ -207,3 +207,31 @@ def test_ascore_awaits_the_judge_without_a_thread(tok):
 
     values = [r.value for r in asyncio.run(many())]
     assert values == [1.0, 0.0, 0.0, 1.0] and reward.client.stats.calls == 2
+
+
+def test_a_transformers_judge_is_reached_batched_and_a_garbage_verdict_pays_zero(tok):
+    """The real transformers backend (a tiny random model: its output is no verdict): the
+    judge calls of concurrent episodes share generate calls, and the failure pays 0, unmasked."""
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tir_envs.rollout import HFPolicy
+    from tir_envs.rollout.policy import SamplingParams
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=16,
+                                         intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    policy = HFPolicy(model, tok, max_batch_size=8)
+    reward = JudgeReward(client(tok, policy, sampling=SamplingParams(max_tokens=8,
+                                                                     temperature=1.0, seed=1)))
+
+    async def many():
+        return await asyncio.gather(*(reward.ascore(TASK, None, a) for a in
+                                      ["Paris", "Lyon", "Nice", "Rome"]))
+
+    results = asyncio.run(many())
+    assert all(r.value == 0.0 and not r.infra_failed for r in results)
+    assert all(r.components["judge_failed"] == 1.0 for r in results)
+    assert all(0 < r.metadata["judge"]["completion_tokens"] <= 8 for r in results)
+    assert sum(policy.batches) == 4 and len(policy.batches) < 4  # batched, not one by one

@@ -92,7 +92,7 @@ class JudgeClient:
     def __init__(self, policy: Any, tokenizer: Any, renderer: Any = None,
                  thinking: str | None = None, sampling: SamplingParams | None = None,
                  max_concurrency: int = 16, timeout_s: float = 120.0, retries: int = 2,
-                 backoff_s: float = 0.5, cache_size: int = 100_000,
+                 backoff_s: float = 0.5, cache_size: int = 20_000,
                  style: PromptStyle = SAFE, name: str | None = None):
         from tir_envs.chat.registry import resolve_renderer
         from tir_envs.tokenizer import load_tokenizer
@@ -146,6 +146,9 @@ class JudgeClient:
     def judge(self, rubric: Rubric, question: str, reference: str | None,
               answers: Sequence[str], mode: str = "pointwise") -> Judgement:
         """``ajudge`` from sync code (an env's reward thread)."""
+        if threading.current_thread().name == "judge-loop":
+            raise RuntimeError("JudgeClient.judge blocks until the client's own loop answers, "
+                               "so it cannot run on that loop: await ajudge there")
         coro = self._judge(rubric, question, reference, list(answers), mode)
         return asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
 
