@@ -36,7 +36,7 @@ def instruction(mode: str, scale: int, labels: Sequence[str]) -> str:
     if mode == "scores":
         shown = ", ".join(f"<score of {label}>" for label in labels)
         return f"VERDICT: [{shown}] (integers from 0 to {scale}, in that order)"
-    return f"RANKING: {' > '.join(f'<label>' for _ in labels)} (every label once, best first)"
+    return f"RANKING: {' > '.join('<label>' for _ in labels)} (every label once, best first)"
 
 
 def parse_verdict(text: str, mode: str, scale: int, labels: Sequence[str],
