@@ -235,3 +235,16 @@ def test_a_transformers_judge_is_reached_batched_and_a_garbage_verdict_pays_zero
     assert all(r.components["judge_failed"] == 1.0 for r in results)
     assert all(0 < r.metadata["judge"]["completion_tokens"] <= 8 for r in results)
     assert sum(policy.batches) == 4 and len(policy.batches) < 4  # batched, not one by one
+
+
+def test_several_permutations_are_averaged_and_recorded(tok):
+    judge = GullibleJudge(tok)
+    reward = JudgeReward(client(tok, judge), mode="scores", permutations=3, seed=1)
+    results = reward.score_group(TASK, ["Lyon", "Paris", "Nice"])
+    assert [r.value for r in results] == [0.0, 1.0, 0.0] and judge.calls == 3
+    record = results[1].metadata["judge"]
+    assert len(record["orders"]) == 3 and record["permutation_scores"] == [1.0, 1.0, 1.0]
+    assert all(sorted(o) == [0, 1, 2] for o in record["orders"]) and \
+        len({tuple(o) for o in record["orders"]}) > 1
+    with pytest.raises(ValueError, match="permutations"):
+        JudgeReward(reward.client, mode="scores", permutations=0)

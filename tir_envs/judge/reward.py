@@ -38,19 +38,24 @@ class JudgeReward(Reward):
     """A judge's verdict as the reward (see the module docstring).
 
     ``client``: the judge (``JudgeClient``).  ``rubric``: default ``Rubric.equivalence()``
-    (answer equivalence with the task's gold).  ``seed``: the grouped shuffle's seed.
+    (answer equivalence with the task's gold).  ``seed``: the grouped shuffle's seed;
+    ``permutations``: grouped judging shows each group in this many shuffled orders (calls
+    made together) and averages each answer's scores, against position bias.
     """
 
     #: the reward reads the answer with a judge: ``tir-envs audit`` runs its judge probes
     judged = True
 
     def __init__(self, client: JudgeClient, rubric: Rubric | None = None,
-                 mode: str = "pointwise", length: LengthNorm | None = None, seed: int = 0):
+                 mode: str = "pointwise", length: LengthNorm | None = None, seed: int = 0,
+                 permutations: int = 1):
         if not isinstance(client, JudgeClient):
             raise TypeError(f"client must be a JudgeClient, got {type(client).__name__}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        self.client, self.mode, self.seed = client, mode, seed
+        if not isinstance(permutations, int) or permutations < 1:
+            raise ValueError(f"permutations must be an integer >= 1, got {permutations!r}")
+        self.client, self.mode, self.seed, self.permutations = client, mode, seed, permutations
         self.rubric = rubric or Rubric.equivalence()
         self.length = length or LengthNorm()
 
@@ -102,10 +107,14 @@ class JudgeReward(Reward):
         return self._result(args[3][0], judged, 0, args[-1], {"mode": "pointwise"})
 
     def _result(self, text: str, judged: Judgement, index: int, factor: float,
-                extra: dict[str, Any]) -> RewardResult:
-        raw = judged.scores[index] if judged.scores is not None else 0.0
+                extra: dict[str, Any], mean_of: list[tuple[Judgement, int]] | None = None
+                ) -> RewardResult:
+        """``judged``'s score of the answer at ``index`` (or the mean over ``mean_of``'s
+        judgements, a failed one counting 0), times the length factor."""
+        both = mean_of or [(judged, index)]
+        raw = sum(j.scores[i] if j.scores is not None else 0.0 for j, i in both) / len(both)
         value = raw * factor
-        ok = judged.scores is not None
+        ok = all(j.scores is not None for j, _ in both)
         components = {"judge": raw, "length_factor": factor, "judge_failed": float(not ok),
                       "correct": float(value >= self.rubric.threshold), "has_answer": 1.0}
         meta = {"judge": {**extra, **judged.record(), "rubric": self.rubric.name,
@@ -164,16 +173,23 @@ class JudgeReward(Reward):
                 results[i] = _unjudged(text, "no answer" if not text or not text.strip() else
                                        "over the length budget: not sent to the judge")
         if shown:
-            order = list(range(len(shown)))
-            random.Random(self._shuffle_seed(key, answers)).shuffle(order)
-            judged = await self.client.ajudge(self.rubric, question, reference,
-                                              [shown[j][1] for j in order], self.mode)
-            indices = [shown[j][0] for j in order]
-            for pos, j in enumerate(order):
-                i, text, factor = shown[j]
-                extra = {"mode": self.mode, "group_size": len(answers), "position": pos,
-                         "label": judged.labels[pos], "order": indices}
-                results[i] = self._result(text, judged, pos, factor, extra)
+            rng = random.Random(self._shuffle_seed(key, answers))
+            orders = [rng.sample(range(len(shown)), len(shown))
+                      for _ in range(self.permutations)]
+            calls = await asyncio.gather(*(self.client.ajudge(
+                self.rubric, question, reference, [shown[j][1] for j in order], self.mode)
+                for order in orders))
+            for j, (i, text, factor) in enumerate(shown):
+                places = [order.index(j) for order in orders]
+                extra = {"mode": self.mode, "group_size": len(answers), "position": places[0],
+                         "label": calls[0].labels[places[0]],
+                         "order": [shown[x][0] for x in orders[0]]}
+                if self.permutations > 1:  # each order's own score of this answer
+                    extra["orders"] = [[shown[x][0] for x in order] for order in orders]
+                    extra["permutation_scores"] = [c.scores[p] if c.scores else None
+                                                   for c, p in zip(calls, places)]
+                results[i] = self._result(text, calls[0], places[0], factor, extra,
+                                          mean_of=list(zip(calls, places)))
         return results  # type: ignore[return-value]
 
     def _shuffle_seed(self, key: str, answers: list[str | None]) -> int:
