@@ -248,3 +248,10 @@ def test_several_permutations_are_averaged_and_recorded(tok):
         len({tuple(o) for o in record["orders"]}) > 1
     with pytest.raises(ValueError, match="permutations"):
         JudgeReward(reward.client, mode="scores", permutations=0)
+
+
+def test_a_ranking_of_one_shown_answer_is_judged_on_its_own(tok):
+    reward = JudgeReward(client(tok), mode="ranking")
+    lone = reward.score_group(TASK, ["Lyon", None, "word " * 500])
+    assert [r.value for r in lone] == [0.0, 0.0, 0.0]  # first of one would have paid 1.0
+    assert lone[0].metadata["judge"]["mode"] == "pointwise"

@@ -176,12 +176,14 @@ class JudgeReward(Reward):
             rng = random.Random(self._shuffle_seed(key, answers))
             orders = [rng.sample(range(len(shown)), len(shown))
                       for _ in range(self.permutations)]
+            # a ranking of one answer says nothing (it would be first): judged on its own
+            mode = "pointwise" if self.mode == "ranking" and len(shown) == 1 else self.mode
             calls = await asyncio.gather(*(self.client.ajudge(
-                self.rubric, question, reference, [shown[j][1] for j in order], self.mode)
+                self.rubric, question, reference, [shown[j][1] for j in order], mode)
                 for order in orders))
             for j, (i, text, factor) in enumerate(shown):
                 places = [order.index(j) for order in orders]
-                extra = {"mode": self.mode, "group_size": len(answers), "position": places[0],
+                extra = {"mode": mode, "group_size": len(answers), "position": places[0],
                          "label": calls[0].labels[places[0]],
                          "order": [shown[x][0] for x in orders[0]]}
                 if self.permutations > 1:  # each order's own score of this answer
