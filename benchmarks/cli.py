@@ -96,6 +96,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--agent", metavar="MODULE:FN",
                    help="benchmark an agent program: async def FN(task, base_url, api_key), run "
                         "through the gateway over --policy for every sample (docs/gateway.md)")
+    p.add_argument("--judge", metavar="SPEC",
+                   help="the LLM judge of judged suites (hotpotqa-judged, autotir-judged): "
+                        "hf:PATH | vllm:PATH | openai:URL (with --judge-model); never the policy")
+    p.add_argument("--judge-model", help="the judge's model name on an OpenAI-compatible server")
+    p.add_argument("--judge-tokenizer", help="the judge's tokenizer (default: its spec's)")
+    p.add_argument("--judge-renderer", help="the judge family's chat renderer (default: detected)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_import_flag(p)
     p.set_defaults(func=run_command)

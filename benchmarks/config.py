@@ -38,7 +38,9 @@ class RunConfig:
     user's own env ids (``--import``), imported before anything else, on Ray workers too.
     ``as_served``: give the policy each turn's conversation re-rendered by the family's chat
     template, as a server would (``tir_envs.chat.served``), and report the drift from the env's
-    ledger (chat envs whose observations are messages only).
+    ledger (chat envs whose observations are messages only).  ``judge`` (a policy spec or
+    object), ``judge_model``, ``judge_tokenizer``, ``judge_renderer``: the LLM judge of judged
+    suites (``benchmarks.judging``).
     """
 
     suites: tuple[str, ...] = ()
@@ -73,6 +75,10 @@ class RunConfig:
     as_served: bool = False
     #: an agent program run through the gateway per sample (``module:fn`` or the function)
     agent: Any = None
+    judge: Any = None
+    judge_model: str | None = None
+    judge_tokenizer: Any = None
+    judge_renderer: str | None = None
 
     def __post_init__(self) -> None:
         suites = self.suites
@@ -124,6 +130,10 @@ class RunConfig:
         if self.agent is not None:  # absent without --agent, likewise
             from benchmarks.agent_episodes import agent_name
             out["agent"] = agent_name(self.agent)
+        if self.judge is not None:  # absent without a judge, likewise
+            out["judge"] = self.judge if isinstance(self.judge, str) else \
+                type(self.judge).__name__
+            out["judge_model"] = self.judge_model
         if custom:  # the task files' pins: a changed file is refused on resume
             out["custom"] = dict(custom)
         return out

@@ -37,6 +37,7 @@ from benchmarks.jobs import Job, plan
 from benchmarks.policies import check_policy, check_scripted_answers, resolve_policy
 from benchmarks.records import sample_record
 from benchmarks.store import RunStore
+from benchmarks.judging import build_judge, check_judge
 from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
 
 __all__ = ["BenchmarkFailed", "Job", "RunConfig", "RunInterrupted", "check_fields",
@@ -174,6 +175,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
             raise ValueError("agent= runs through the gateway in this process: drop ray= and "
                              "as_served= (the gateway always serves the model's template)")
     check_scripted_answers(config.policy, chosen, suite_kwargs, config.tokenizer)
+    check_judge([suite.name for suite in chosen if suite.judge], config)
     if config.ray and config.spec is None:
         raise ValueError("a Ray run builds its policy on every worker: pass a spec string "
                          "(openai:URL,URL2, hf:PATH, vllm:PATH, scripted:FILE, oracle, wrong), "
@@ -209,6 +211,9 @@ def _run(config: RunConfig) -> dict[str, Any]:
             policy_obj, tok, _, built = resolve_policy(config.policy, config.tokenizer,
                                                        config.model, config.api_key,
                                                        config.engine_args)
+        for suite, kwargs in zip(chosen, suite_kwargs):
+            if suite.judge:  # one judge for the run, built after every check
+                kwargs["reward"] = build_judge(config, suite.judge)
         episodes = executor(config, policy_obj, record, tok)
         store = RunStore(out, record)
         try:

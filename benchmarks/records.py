@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.judging import judge_figures
 from tir_envs.status import Status
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
@@ -82,7 +83,7 @@ def sample_record(suite: str, part: str, item: int, sample: int, seed: int | Non
         "response_tokens": traj.num_policy_tokens, "turns": len(traj.turns),
         "wall_s": float(traj.metadata.get("episode_s", 0.0)),
         "stop_reason": traj.stop_reason, "infra_failed": bool(traj.infra_failed),
-        **served_figures(traj),
+        **served_figures(traj), **judge_figures(traj.metadata),
         "trajectory": traj.to_dict(),
     }
 

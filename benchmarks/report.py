@@ -274,6 +274,13 @@ def _part_section(part: str, s: dict[str, Any], k: int, heading: bool,
               f"| tool errors | {_pct(t['tool_error_rate'])} |"]
     if s["infra_failed"]:
         lines.append(f"| infra-failed episodes | {s['infra_failed']} |")
+    j = s.get("judge")
+    if j:  # a judged suite: what its judge cost
+        lines += ["", "| judge | value |", "|---|---|",
+                  f"| calls / episode | {j['calls'] / max(j['samples'], 1):.2f} |",
+                  f"| tokens | {j['tokens']} |", f"| cache hits | {_pct(j['cache_hit_rate'])} |",
+                  f"| failures (out of format: 0) | {j['failures']} |",
+                  f"| errors (no verdict: 0) | {j['errors']} |"]
     lines += ["", "| cost | mean | p50 | p90 | p99 |", "|---|---|---|---|---|"]
     for name, stats in s["cost"].items():
         if stats:

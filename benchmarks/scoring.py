@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks import metrics as m
+from benchmarks.judging import judge_summary
 
 Record = dict[str, Any]
 
@@ -59,6 +60,9 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
     items = by_item(records, k)
     flat = [r for item in items for r in item]
     out: dict[str, Any] = {"scoring": scoring, "k": k, "items": len(items), "samples": len(flat)}
+    judged = judge_summary(flat)
+    if judged is not None:  # judge calls, tokens, cache use: the judge's cost in the report
+        out["judge"] = judged
     if not items:
         return out
     per_item = [m.mean(float(r["correct"]) for r in item) for item in items]
@@ -76,7 +80,7 @@ def score(records: Sequence[Record], scoring: str, k: int) -> dict[str, Any]:
                           same_answer(scoring, item[0])) for item in items]
         out["maj_at_k"] = m.mean(maj)
         out["maj_at_k_ci"] = list(m.wilson_interval(int(sum(maj)), len(maj)))
-    if scoring == "qa":
+    if scoring == "qa" and judged is None:  # a judged suite's verdict is the judge's
         for name in ("em", "f1"):
             scores = [m.mean(float(r["components"].get(name, 0.0)) for r in item)
                       for item in items]

@@ -18,7 +18,6 @@ __all__ = ["AUTOTIR_PARTS", "CUSTOM", "MATH_SUITES", "PARTS", "QA_SUITES", "SCOR
            "custom_pin", "custom_suite", "file_sha256", "get_suite", "register", "suite_name",
            "suite_of_run"]
 
-
 # ------------------------------------------------------------------------------ custom
 CUSTOM = "custom:"
 

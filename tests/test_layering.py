@@ -51,6 +51,9 @@ FORBIDDEN: dict[str, set[str]] = {
     # never the benchmark harness; neither top package reaches into the other
     "trainers": {"benchmarks", "tir_envs.cli"},
     "benchmarks": {"trainers"},
+    # an LLM judge reward: a reward part reaching a model through the policy backends, so it
+    # sits above rewards and rollout, below the envs' registry and the top
+    "tir_envs.judge": {"tir_envs.env", "tir_envs.envs", "tir_envs.registry"} | _TOP,
 }
 #: the command line assembles every part, so it alone may import ``benchmarks`` (shipped in the
 #: same distribution); nothing in the library imports the trainers.

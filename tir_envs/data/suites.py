@@ -103,6 +103,8 @@ class Suite:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: tuple[str, ...] = ()
     description: str = ""
+    #: the rubric an LLM judge grades this suite's answers by (``benchmarks.judging``)
+    judge: str | None = None
 
     @property
     def count(self) -> int:
@@ -298,3 +300,14 @@ def suite_name(name: str) -> str:
 
 SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.values()), {}, (),
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
+
+# judged variants (``benchmarks.judging``): an LLM judge (--judge) grades answer equivalence
+SUITES["hotpotqa-judged"] = Suite(
+    "hotpotqa-judged", "tir/Search-v0", (PARTS["hotpotqa"],), {}, (),
+    "hotpotqa graded by an LLM judge: answer equivalence with the gold aliases",
+    judge="equivalence")
+SUITES["autotir-judged"] = Suite(
+    "autotir-judged", "tir/AutoTIR-v0",
+    tuple(AUTOTIR_PARTS[n] for n in ("hotpotqa", "2wiki", "musique", "bamboogle")), {}, (),
+    "AutoTIR's open-ended (free-form QA) items graded by an LLM judge: answer equivalence",
+    judge="equivalence")

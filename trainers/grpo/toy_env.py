@@ -122,16 +122,20 @@ class SecretTool(Tool):
 
 
 class ToyToolEnv(TIREnv):
-    """The toy tool task (see the module docstring).  ``tool_enabled=False`` is the control."""
+    """The toy tool task (see the module docstring).  ``tool_enabled=False`` is the control;
+    ``reward=`` grades the digit read (default: the secret's check; a judge in the judge tests).
+    ``reward=`` (e.g. a ``JudgeReward``) grades the digit the toy reads instead of its own
+    check."""
 
     env_id = "tir/Toy-v0"
 
     def __init__(self, tasks: Sequence[Any] | None = None, tool_enabled: bool = True,
-                 num_values: int = 4, max_turns: int = 2, **kwargs: Any):
+                 num_values: int = 4, max_turns: int = 2, reward: Any = secret_reward,
+                 **kwargs: Any):
         kwargs["tokenizer"] = kwargs.get("tokenizer") or toy_tokenizer()
         super().__init__(tasks=tasks if tasks is not None else toy_tasks(num_values=num_values),
                          protocol=ToyProtocol(), tools=[SecretTool(tool_enabled)],
-                         reward=secret_reward, max_turns=max_turns,
+                         reward=reward, max_turns=max_turns,
                          max_total_tokens=kwargs.pop("max_total_tokens", 64), **kwargs)
         unknown = [w for w in WORDS if len(self.codec.encode(w)) != 1]
         if unknown:

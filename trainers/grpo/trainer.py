@@ -32,6 +32,7 @@ from trainers.grpo.batch import TrainBatch, build_batch
 from trainers.grpo.checkpoint import (latest_checkpoint, load_checkpoint, saved_config,
                                       save_checkpoint)
 from trainers.grpo.config import GRPOConfig, context_budget, validate
+from trainers.grpo.judging import JudgeMeter, judge_of, judge_pending
 from trainers.grpo.filtering import (AccuracyBand, Group, RunningPassRate, fill_batch,
                                      mark_exclusions)
 from trainers.grpo.resume import check_resume
@@ -98,6 +99,7 @@ class GRPOTrainer:
         self.step = 0
         self._generated, self._round = 0, 0  # per step: policy tokens, rollout rounds
         self.history: list[dict[str, Any]] = []
+        self.judge_meter = JudgeMeter()
         if c.train.resume:
             self.resume()
         elif latest_checkpoint(self.out_dir / "checkpoints") is not None:
@@ -204,7 +206,8 @@ class GRPOTrainer:
                    **({"context_budget": budget} if budget is not None else {}),
                    "time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
                    "time/step_s": time.perf_counter() - t0,
-                   "throughput/rollout_tokens_per_s": self._generated / max(t1 - t0, 1e-9)}
+                   "throughput/rollout_tokens_per_s": self._generated / max(t1 - t0, 1e-9),
+                   **self.judge_meter.step(judge_of(list(self._sized_envs)))}
         self.logger.log(self.step, metrics)
         if c.train.dump_rollouts:
             self._dump_rollouts(filled.sampled)
@@ -294,6 +297,7 @@ class GRPOTrainer:
                            samples_per_task=r.samples_per_task, max_concurrency=r.max_concurrency,
                            sampling=sampling, progress=c.train.progress, mode=r.mode, seed=seed)
         self._generated += rollouts.stats.policy_tokens
+        judge_pending(judge_of(list(self._sized_envs)), rollouts.groups())  # grouped judge rewards
         return [mark_exclusions(Group(f"{self.step}:{i}", g), c.algorithm.mask_void,
                                 c.algorithm.mask_infra) for i, g in enumerate(rollouts.groups())]
 
