@@ -30,7 +30,7 @@ def _failures(records, expect_correct: bool):
 IFEVAL_CONTRADICTORY = {"ifeval-374", "ifeval-1627", "ifeval-3369", "ifeval-3371", "ifeval-3718"}
 
 
-@pytest.mark.parametrize("suite", list(SUITES))
+@pytest.mark.parametrize("suite", [n for n, s in SUITES.items() if not s.judge])
 def test_oracle_scores_every_item_of_every_suite(suite, tmp_path):
     summary = run(suite, oracle(), out=tmp_path, k=1, progress=False, report=False)
     assert summary == {}
