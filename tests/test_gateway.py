@@ -164,6 +164,10 @@ def test_bad_input_is_a_clear_error_and_others_are_unaffected():
                 async with http.get(gw.url + "/v1/models",
                                     headers={"x-api-key": key}) as resp:
                     assert (await resp.json())["data"][0]["id"] == "tir-policy"
+                async with http.get(f"{gw.url}/e/{key}/v1/models") as resp:  # key in the path
+                    assert resp.status == 200
+                async with http.get(f"{gw.url}/e/tir-guess/v1/models") as resp:
+                    assert resp.status == 401
                 # a client that goes away mid-stream: its completion is still in its ledger
                 resp = await http.post(gw.url + "/v1/chat/completions",
                                        data=json.dumps({**ok, "stream": True}),
