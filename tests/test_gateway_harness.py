@@ -1,12 +1,16 @@
-"""A CLI harness through the gateway: Claude Code (npm ``@anthropic-ai/claude-code``) in ``-p``
-mode, pointed at it with ``ANTHROPIC_BASE_URL``, against a scripted Qwen3 policy (thinking
-on) that calls Claude Code's own ``Bash`` tool once, then answers.
+"""CLI harnesses through the gateway, each against a scripted Qwen3 policy (thinking on) that
+calls the harness's own shell tool once, then answers: Claude Code (npm
+``@anthropic-ai/claude-code``) in ``-p`` mode pointed at it with ``ANTHROPIC_BASE_URL``, and
+Codex (npm ``@openai/codex``) in ``exec`` mode with the gateway as its Responses provider
+(``CODEX_HOME/config.toml``).
 
 Claude Code always streams ``/v1/messages?beta=true`` with its ~70 kB of tool schemas, a
 system entry and moving ``cache_control`` markers; the test checks it finishes with the
 policy's answer, that the tool really ran (its output reached the policy), and that the
-ledger holds at every call with no fork.  ``make test`` installs Claude Code into
-``.venv/npm`` when npm is present; without it the test says so and skips.
+ledger holds at every call with no fork.  Codex streams ``/v1/responses`` with ``store``
+false, replays its history whole (the reasoning as ``encrypted_content`` only) and declares a
+hosted ``web_search`` the gateway leaves out.  ``make test`` installs both into ``.venv/npm``
+when npm is present; without them the tests say so and skip.
 """
 
 from __future__ import annotations
@@ -27,36 +31,45 @@ from tir_envs.gateway import Gateway
 from tir_envs.tokenizer import family_tokenizer
 
 
-def claude_code() -> str:
-    local = Path(sys.prefix) / "npm" / "node_modules" / ".bin" / "claude"
-    found = os.environ.get("TIR_CLAUDE_CODE") or (str(local) if local.exists() else None) \
-        or shutil.which("claude")
+def harness(binary: str, package: str) -> str:
+    local = Path(sys.prefix) / "npm" / "node_modules" / ".bin" / binary
+    found = (str(local) if local.exists() else None) or shutil.which(binary)
     if not found:
-        pytest.skip("Claude Code is not installed: make test installs it with npm into "
-                    ".venv/npm (npm install --prefix .venv/npm @anthropic-ai/claude-code)")
+        pytest.skip(f"{package} is not installed: make test installs it with npm into "
+                    f".venv/npm (npm install --prefix .venv/npm {package})")
     return found
 
 
-def test_claude_code_print_mode_through_the_gateway(tmp_path):
-    claude = claude_code()
+def qwen3_policy(tool: str, arguments):
     tok = family_tokenizer("qwen3")
     renderer = resolve_renderer(tok, Codec(tok), "qwen3", "on")
-    policy = ToolLoopPolicy(tok, renderer, calls=1, tool="Bash", arguments=lambda k: {
+    return tok, renderer, ToolLoopPolicy(tok, renderer, calls=1, tool=tool, arguments=arguments)
+
+
+async def run(argv: list[str], env: dict, cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(*argv, env={**os.environ, **env}, cwd=cwd,
+                                                stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 300)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_claude_code_print_mode_through_the_gateway(tmp_path):
+    claude = harness("claude", "@anthropic-ai/claude-code")
+    tok, renderer, policy = qwen3_policy("Bash", lambda k: {
         "command": f"echo tool-said-{k}", "description": "Echo a marker"})
 
     async def main():
         async with Gateway(policy, tokenizer=tok, renderer=renderer) as gw:
             _, key = gw.open_episode()
-            env = {**os.environ, "ANTHROPIC_BASE_URL": gw.url, "ANTHROPIC_API_KEY": key,
+            env = {"ANTHROPIC_BASE_URL": gw.url, "ANTHROPIC_API_KEY": key,
                    "ANTHROPIC_MODEL": "tir-policy", "ANTHROPIC_SMALL_FAST_MODEL": "tir-policy",
                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                    "HOME": str(tmp_path)}
-            proc = await asyncio.create_subprocess_exec(
-                claude, "-p", "Run echo with the Bash tool, then answer.", "--allowedTools",
-                "Bash", "--output-format", "json", env=env, cwd=tmp_path,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            out, err = await asyncio.wait_for(proc.communicate(), 300)
-            assert proc.returncode == 0, err.decode()[-2000:]
+            rc, out, err = await run([claude, "-p", "Run echo with the Bash tool, then answer.",
+                                      "--allowedTools", "Bash", "--output-format", "json"],
+                                     env, tmp_path)
+            assert rc == 0, err[-2000:]
             return json.loads(out), await gw.finish(key)
     report, result = asyncio.run(main())
     assert report["result"] == ANSWER and report["num_turns"] == 2
@@ -65,6 +78,32 @@ def test_claude_code_print_mode_through_the_gateway(tmp_path):
     # the Bash tool ran for real: its output is in the second prompt, as a tool response
     assert "tool-said-0" in gw_text(tok, policy.seen[1][len(policy.seen[0]):])
     assert len(policy.seen[0]) > 10_000  # Claude Code's system prompt and tool schemas
+
+
+def test_codex_exec_through_the_gateway(tmp_path):
+    codex = harness("codex", "@openai/codex")
+    tok, renderer, policy = qwen3_policy("exec_command",
+                                         lambda k: {"cmd": f"echo tool-said-{k}"})
+
+    async def main():
+        async with Gateway(policy, tokenizer=tok, renderer=renderer) as gw:
+            base_url, key = gw.open_episode()
+            (tmp_path / "config.toml").write_text(
+                'model = "tir-policy"\nmodel_provider = "tir"\n[model_providers.tir]\n'
+                f'name = "tir-envs gateway"\nbase_url = "{base_url}"\n'
+                'env_key = "TIR_GATEWAY_KEY"\nwire_api = "responses"\n')
+            env = {"CODEX_HOME": str(tmp_path), "HOME": str(tmp_path), "TIR_GATEWAY_KEY": key}
+            rc, out, err = await run([codex, "exec", "--skip-git-repo-check",
+                                      "--dangerously-bypass-approvals-and-sandbox",
+                                      "Run echo, then answer."], env, tmp_path)
+            assert rc == 0, err[-2000:]
+            return out, await gw.finish(key)
+    out, result = asyncio.run(main())
+    assert out.strip().endswith(ANSWER)
+    assert result.calls == 2 and result.breaks == 0
+    assert result.overrides.get("hosted_tool:web_search") == 2
+    check_ledger(result, policy.seen)
+    assert "tool-said-0" in gw_text(tok, policy.seen[1][len(policy.seen[0]):])
 
 
 def gw_text(tok, ids) -> str:
