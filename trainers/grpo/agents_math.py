@@ -147,7 +147,8 @@ async def agents_sdk_agent(task: dict[str, Any], base_url: str, api_key: str) ->
         """Evaluate the arithmetic problem in the user's message exactly."""
         return str(task["a"] + task["b"])
 
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
+    # a generous timeout: on a loaded CPU box a call can queue behind a whole batch
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=300.0,
                          http_client=_http_client())
     agent = Agent(name="arithmetic", instructions=INSTRUCTIONS, tools=[calculator],
                   model=OpenAIChatCompletionsModel(MODEL, client))
