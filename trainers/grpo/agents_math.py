@@ -196,8 +196,9 @@ def trainer(overrides: list[str] = (), tasks: int = 64):
 
 
 def train(steps: int, overrides: list[str] = (), stop_at: float | None = None,
-          log=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run ``steps`` GRPO steps (fewer once the 5-step mean reward reaches ``stop_at``);
+          log=None, stop_window: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run ``steps`` GRPO steps (fewer once the mean reward of the last ``stop_window`` steps
+    reaches ``stop_at``);
     the per-step metrics and episode stats (episodes, prefix breaks, failed runs)."""
     t = trainer(overrides)
     history: list[dict[str, Any]] = []
@@ -208,8 +209,9 @@ def train(steps: int, overrides: list[str] = (), stop_at: float | None = None,
                 h = history[-1]
                 log(f"step {h['step']}: reward {h['reward/mean']:.3f}  "
                     f"{h['time/step_s']:.1f} s  {t.episode_stats[-1]}")
-            tail = [h["reward/mean"] for h in history[-5:]]
-            if stop_at is not None and len(tail) == 5 and sum(tail) / 5 >= stop_at:
+            tail = [h["reward/mean"] for h in history[-stop_window:]]
+            if stop_at is not None and len(tail) == stop_window and \
+                    sum(tail) / stop_window >= stop_at:
                 break
     finally:
         t.logger.close()
