@@ -196,15 +196,19 @@ def trainer(overrides: list[str] = (), tasks: int = 64):
 
 
 def train(steps: int, overrides: list[str] = (), stop_at: float | None = None,
-          log=None, stop_window: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+          log=None, stop_window: int = 5, on_step=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run ``steps`` GRPO steps (fewer once the mean reward of the last ``stop_window`` steps
     reaches ``stop_at``);
-    the per-step metrics and episode stats (episodes, prefix breaks, failed runs)."""
+    the per-step metrics and episode stats (episodes, prefix breaks, failed runs).
+    ``on_step(history)`` after every step (the CLI writes its curve there, so a run cut short
+    still leaves one)."""
     t = trainer(overrides)
     history: list[dict[str, Any]] = []
     try:
         for _ in range(steps):
             history.append(t.train_step())
+            if on_step is not None:
+                on_step(history)
             if log is not None:
                 h = history[-1]
                 log(f"step {h['step']}: reward {h['reward/mean']:.3f}  "
@@ -228,11 +232,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="config overrides, e.g. optim.lr=1e-3")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+
+    def curve(history: list[dict[str, Any]]) -> dict[str, Path]:
+        return save_curve(history, args.out, name="agents_math_curve",
+                          title="Agents SDK agent through the gateway: mean reward",
+                          label="GRPO, tiny Qwen2")
     history, stats = train(args.steps, [f"train.output_dir={args.out}/run", *args.overrides],
-                           log=lambda s: print(s, file=sys.stderr, flush=True))
-    paths = save_curve(history, args.out, name="agents_math_curve",
-                       title="Agents SDK agent through the gateway: mean reward",
-                       label="GRPO, tiny Qwen2")
+                           log=lambda s: print(s, file=sys.stderr, flush=True), on_step=curve)
+    paths = curve(history)
     summary = {"steps": len(history), "wall_s": round(time.perf_counter() - t0, 1),
                "first_5_mean": sum(h["reward/mean"] for h in history[:5]) / 5,
                "last_5_mean": sum(h["reward/mean"] for h in history[-5:]) / 5,
