@@ -4,8 +4,9 @@
 ``OpenAIChatCompletionsModel`` pointed at the gateway, over a tiny random Qwen2 (8-token
 vocabulary); the host's reward counts an answer only after a calculator call the policy made.
 A random policy earns ~1/64; the test trains (seeded) until a 3-step mean reward reaches 0.3
-(the reference run, docs/gateway_agents_math_curve.json, got there at step 19 and to 0.97 at
-step 28) and checks the rise, that every episode went through the SDK without a prefix break.
+(the reference run, docs/gateway_agents_math_curve.json, got there at step 23 and to 0.97 at
+step 28; the test's own run here at step 18) and checks the rise, and that every episode
+went through the SDK without a prefix break.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ def rollout(tmp_path_factory):
     c = config([f"train.output_dir={tmp_path_factory.mktemp('gw-grpo')}",
                 "rollout.samples_per_task=2", "rollout.tasks_per_step=2",
                 "rollout.max_tokens=256", "algorithm.ppo_epochs=1",
+                "algorithm.micro_batch_size=2",
                 "algorithm.mini_batch_size=null"])
     trainer = AgentGRPOTrainer(c, agent, TASKS, reward, renderer=renderer, tokenizer=tok,
                                model=tiny_qwen2(tok), policy=policy)
