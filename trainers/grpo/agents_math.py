@@ -199,8 +199,8 @@ def train(steps: int, overrides: list[str] = (), stop_at: float | None = None, l
           stop_window: int = 5, on_step=None) -> tuple[list[dict], list[dict]]:
     """Run ``steps`` GRPO steps (fewer once the mean reward of the last ``stop_window`` steps
     reaches ``stop_at``); the per-step metrics and episode stats (episodes, prefix breaks,
-    failed runs).  ``on_step(history)`` after every step (the CLI writes its curve there, so a run cut short
-    still leaves one)."""
+    failed runs).  ``on_step(history)`` after every step (the CLI writes its curve there, so a
+    run cut short still leaves one)."""
     t = trainer(overrides)
     history: list[dict[str, Any]] = []
     try:
