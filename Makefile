@@ -36,6 +36,7 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) --no-deps pyserini==1.6.0
 	$(PIP) -e ".[openrlhf]" && $(PIP) --no-deps openrlhf==0.11.2  # OpenRLHF adapter (docs/openrlhf.md): its own deps pin CUDA builds
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1; } || true  # bubblewrap: the Python sandbox's strongest isolation, optional (docs/sandbox.md)
+	@command -v npm >/dev/null && npm install --silent --prefix $(VENV)/npm @anthropic-ai/claude-code@2.1.197 >/dev/null 2>&1 || true  # Claude Code, the CLI harness the gateway's test drives (tests/test_gateway_harness.py), optional
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq chromium chromium-driver || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } >/dev/null 2>&1; } || true  # a real browser for the trajectory viewer's page test (tests/test_viewer_browser.py), optional
 	touch $@
 

@@ -24,8 +24,12 @@ def tool_add(a: int, b: int) -> str:
 class ToolLoopPolicy:
     """See the module docstring; ``seen[i]`` is the prompt of the i-th call."""
 
-    def __init__(self, tokenizer: Any, renderer: Any, calls: int = 2, logprob: float = -0.25):
+    def __init__(self, tokenizer: Any, renderer: Any, calls: int = 2, logprob: float = -0.25,
+                 tool: str = "add", arguments: Any = None):
         self.tokenizer, self.renderer, self.calls = tokenizer, renderer, calls
+        #: the tool it calls and its arguments at the k-th call (default: add(a=k, b=1))
+        self.tool = tool
+        self.arguments = arguments or (lambda k: {"a": k, "b": 1})
         self.logprob = logprob
         self.seen: list[list[int]] = []
         stops = [tokenizer.decode([i], skip_special_tokens=False)
@@ -38,7 +42,7 @@ class ToolLoopPolicy:
     def action(self, context: str) -> str:
         done = context.count("tool-said-")
         if done < self.calls:
-            text = self.renderer.render_calls([("add", {"a": done, "b": 1})])
+            text = self.renderer.render_calls([(self.tool, self.arguments(done))])
             return text if text.endswith(self.call_end) else text + self.call_end
         reason = self.renderer.reasoning
         opened = reason is not None and context.rstrip().endswith(reason.open)

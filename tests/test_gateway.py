@@ -21,7 +21,7 @@ from tests.gateway_helpers import ANSWER, ToolLoopPolicy, check_ledger
 from tir_envs.chat import resolve_renderer
 from tir_envs.codec import Codec
 from tir_envs.gateway import AgentSource, Gateway
-from tir_envs.rollout.policy import SamplingParams
+from tir_envs.rollout.policy import PolicyError, SamplingParams
 from tir_envs.task import Task
 from tir_envs.tokenizer import family_tokenizer
 
@@ -151,6 +151,14 @@ def test_bad_input_is_a_clear_error_and_others_are_unaffected():
                                           {"Authorization": "", "x-api-key": key},
                                           path="/v1/messages")
                 assert status == 404 and body["error"]["type"] == "not_found_error"
+                assert await running == ANSWER  # the other episode, through all of the above
+
+                async def broken(*args):  # the backend fails (for every episode from now)
+                    raise PolicyError("the vLLM server went away")
+                real, policy.generate = policy.generate, broken
+                status, body = await post(ok)
+                policy.generate = real
+                assert status == 502 and "went away" in body["error"]["message"]
                 async with http.head(gw.url + "/") as resp:
                     assert resp.status == 200
                 async with http.get(gw.url + "/v1/models",
@@ -167,7 +175,6 @@ def test_bad_input_is_a_clear_error_and_others_are_unaffected():
                 assert result.calls == 1 and result.trajectories[0].num_policy_tokens > 0
                 status, body = await post(ok)
                 assert status == 410 and "ended" in body["error"]["message"]
-            assert await running == ANSWER
             other = await gw.finish(good_key)
             assert other.breaks == 0 and other.calls == 3
     asyncio.run(main())

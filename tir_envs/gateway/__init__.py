@@ -12,11 +12,13 @@ Public API::
 
     Gateway(policy, *, tokenizer=None, renderer=None, thinking=None, sampling=None,
             model="tir-policy", aliases=(), reward=None, host="127.0.0.1", port=0,
-            max_body_bytes=8 MiB, allowed_origins=(), render=None)
+            max_body_bytes=8 MiB, allowed_origins=(), render=None, admin_token=None)
         async with Gateway(...) as gw:           # or await gw.start() / await gw.aclose()
             base_url, api_key = gw.open_episode(task)   # base_url ends in /v1
             ...                                   # the agent calls base_url with api_key
             result = await gw.finish(api_key, agent_answer=None, error=None)
+        gw.url (http://127.0.0.1:PORT), gw.episodes (open ones, by key), gw.on_finish (hooks
+        called with each EpisodeResult), gw.engine (policy, renderer, render, sampling)
     EpisodeResult: key_id, task, trajectories (one Trajectory per trainable segment), reward,
         forks (list[Fork]), breaks, calls, overrides (client sampling fields replaced: count),
         conversation (last request + final completion), answer (the policy's final content),
@@ -28,6 +30,13 @@ Public API::
         await source.collect(tasks) -> list[EpisodeResult]
         await source.groups(tasks, samples_per_task) -> list[list[Trajectory]] (GRPO groups)
     agent: async def agent(task, base_url, api_key) -> answer | None
+
+Modules: ``server`` (Gateway, routes, guards), ``episode`` (one episode: render, place,
+generate, parse), ``ledger`` (segments and forks), ``conversation`` (the wire-neutral messages,
+completions parsed back), ``render`` (the serving render encoded piece by piece),
+``chat_completions`` / ``responses`` / ``anthropic_messages`` (one per wire API), ``sse``,
+``handles`` (the gateway's own reasoning signatures), ``rewards`` (host-side), ``source``
+(AgentSource), ``cli`` (``tir-envs serve gateway``).
 
 Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the policy's final completion,
 or ``f(task, conversation) -> float`` (sync or async); never anything the agent sends.

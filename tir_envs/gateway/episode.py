@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -123,8 +124,8 @@ class Episode:
             gen = await engine.policy.generate(list(seg.context), [], engine.sampling)
             parsed = self._parse(gen, ids)
             self.ledger.record(seg, gen.token_ids, gen.logprobs,
-                               [{"name": c["name"], "arguments": c["arguments"]}
-                                for c in parsed.tool_calls])
+                               [{"name": c["name"], "arguments": json.loads(c["arguments"]),
+                                 "id": c["id"]} for c in parsed.tool_calls])
             self.calls += 1
             self.conversation = list(messages) + [parsed.message()]
             self.last = parsed
@@ -134,7 +135,7 @@ class Episode:
 
     def _place(self, ids: list[int], messages: list[Message]) -> tuple[Segment, Fork | None]:
         before = len(self.ledger.segments)
-        seg = self.ledger.place(ids, reason=self._why(messages))
+        seg = self.ledger.place(ids, lambda: self._why(messages))
         fork = seg.fork if len(self.ledger.segments) > before else None
         return seg, fork
 

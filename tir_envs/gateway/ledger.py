@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tir_envs.trajectory import Trajectory, Turn
 
@@ -72,16 +72,17 @@ class EpisodeLedger:
     def forks(self) -> list[Fork]:
         return [s.fork for s in self.segments if s.fork is not None]
 
-    def place(self, ids: Sequence[int], reason: str = "") -> Segment:
+    def place(self, ids: Sequence[int], why: Callable[[], str] = lambda: "") -> Segment:
         """The segment a request rendered as ``ids`` continues (new tokens appended, mask 0),
-        or a new one forked from ``ids``; afterwards ``segment.context == ids``."""
+        or a new one forked from ``ids`` (``why()`` says why, asked only then); afterwards
+        ``segment.context == ids``."""
         ids = list(ids)
         for seg in ([self.current] if self.current else []) + self.segments[::-1]:
             if seg.extends(ids):
                 self._append_env(seg, ids[len(seg.context):])
                 self.current = seg
                 return seg
-        return self._fork(ids, reason)
+        return self._fork(ids, why())
 
     def _append_env(self, seg: Segment, new: list[int]) -> None:
         if not new:

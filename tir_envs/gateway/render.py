@@ -18,8 +18,8 @@ from typing import Any
 
 from tir_envs.chat.served import serving_renderer
 
-#: cached pieces (texts between special tokens); the cache is cleared when it is full
-CACHE_PIECES = 1 << 16
+#: tokens the piece cache holds (about 36 bytes each); it is cleared when a piece would pass it
+CACHE_TOKENS = 1 << 20
 
 
 def serving_render(renderer: Any) -> Any:
@@ -41,6 +41,7 @@ class PieceRender:
         longest_first = sorted(specials, key=len, reverse=True)
         self.split = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
         self.cache: dict[str, list[int]] = {}
+        self.cached_tokens = 0
 
     @staticmethod
     def applies(tok: Any) -> bool:
@@ -64,8 +65,11 @@ class PieceRender:
                 continue
             ids = self.cache.get(piece)
             if ids is None:
-                if len(self.cache) >= CACHE_PIECES:
+                ids = self.tokenizer.encode(piece, add_special_tokens=False)
+                if self.cached_tokens + len(ids) > CACHE_TOKENS:
                     self.cache.clear()
-                ids = self.cache[piece] = self.tokenizer.encode(piece, add_special_tokens=False)
+                    self.cached_tokens = 0
+                self.cache[piece] = ids
+                self.cached_tokens += len(ids)
             out += ids
         return out

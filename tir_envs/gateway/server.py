@@ -22,7 +22,7 @@ from tir_envs.codec import Codec
 from tir_envs.gateway.conversation import BadRequest
 from tir_envs.gateway.episode import Engine, Episode, EpisodeResult, sampling_for
 from tir_envs.gateway.rewards import HostReward
-from tir_envs.rollout.policy import SamplingParams
+from tir_envs.rollout.policy import PolicyError, SamplingParams
 
 Handler = Callable[["Gateway", Episode, dict, web.Request], Awaitable[web.StreamResponse]]
 
@@ -177,6 +177,8 @@ class Gateway:
             return await handler(request)
         except BadRequest as exc:
             return error_response(request, exc.status, str(exc), exc.code)
+        except PolicyError as exc:  # the backend's failure, not the client's: 502
+            return error_response(request, 502, f"the policy failed: {exc}", "policy_error")
 
     async def _models(self, request: web.Request) -> web.Response:
         self.episode(request_key(request))
@@ -238,7 +240,7 @@ def error_response(request: web.Request, status: int, message: str, code: str) -
     """An error in the shape the calling API's clients read (Anthropic's or OpenAI's)."""
     if "/messages" in request.path:
         kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-                413: "request_too_large"}.get(status, "invalid_request_error")
+                413: "request_too_large", 502: "api_error"}.get(status, "invalid_request_error")
         body = {"type": "error", "error": {"type": kind, "message": message}}
     else:
         body = {"error": {"message": message, "type": code, "code": code, "param": None}}
