@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 from typing import Any, Callable, Sequence
 
 from tir_envs.rollout.policy import SamplingParams
@@ -46,7 +47,7 @@ def load_agent(spec: Any) -> Callable[..., Any]:
         except (ImportError, AttributeError) as exc:
             raise ValueError(f"--agent {spec}: cannot load it ({exc}); the module must be "
                              "importable from the working directory") from None
-    if not asyncio.iscoroutinefunction(fn) and not asyncio.iscoroutinefunction(
+    if not inspect.iscoroutinefunction(fn) and not inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)):
         raise TypeError(f"--agent {spec}: must be an async function (async def agent(task, "
                         "base_url, api_key)), got a plain callable")

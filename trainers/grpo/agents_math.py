@@ -147,7 +147,8 @@ async def agents_sdk_agent(task: dict[str, Any], base_url: str, api_key: str) ->
         """Evaluate the arithmetic problem in the user's message exactly."""
         return str(task["a"] + task["b"])
 
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
+    # a generous timeout: on a loaded CPU box a call can queue behind a whole batch
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=300.0,
                          http_client=_http_client())
     agent = Agent(name="arithmetic", instructions=INSTRUCTIONS, tools=[calculator],
                   model=OpenAIChatCompletionsModel(MODEL, client))
@@ -194,21 +195,26 @@ def trainer(overrides: list[str] = (), tasks: int = 64):
                             CalculatorAnswer(), renderer=HermesCalls(tok), tokenizer=tok)
 
 
-def train(steps: int, overrides: list[str] = (), stop_at: float | None = None,
-          log=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run ``steps`` GRPO steps (fewer once the 5-step mean reward reaches ``stop_at``);
-    the per-step metrics and episode stats (episodes, prefix breaks, failed runs)."""
+def train(steps: int, overrides: list[str] = (), stop_at: float | None = None, log=None,
+          stop_window: int = 5, on_step=None) -> tuple[list[dict], list[dict]]:
+    """Run ``steps`` GRPO steps (fewer once the mean reward of the last ``stop_window`` steps
+    reaches ``stop_at``); the per-step metrics and episode stats (episodes, prefix breaks,
+    failed runs).  ``on_step(history)`` after every step (the CLI writes its curve there, so a
+    run cut short still leaves one)."""
     t = trainer(overrides)
     history: list[dict[str, Any]] = []
     try:
         for _ in range(steps):
             history.append(t.train_step())
+            if on_step is not None:
+                on_step(history)
             if log is not None:
                 h = history[-1]
                 log(f"step {h['step']}: reward {h['reward/mean']:.3f}  "
                     f"{h['time/step_s']:.1f} s  {t.episode_stats[-1]}")
-            tail = [h["reward/mean"] for h in history[-5:]]
-            if stop_at is not None and len(tail) == 5 and sum(tail) / 5 >= stop_at:
+            tail = [h["reward/mean"] for h in history[-stop_window:]]
+            if stop_at is not None and len(tail) == stop_window and \
+                    sum(tail) / stop_window >= stop_at:
                 break
     finally:
         t.logger.close()
@@ -225,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="config overrides, e.g. optim.lr=1e-3")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+
+    def curve(history: list[dict[str, Any]]) -> dict[str, Path]:
+        return save_curve(history, args.out, name="agents_math_curve",
+                          title="Agents SDK agent through the gateway: mean reward",
+                          label="GRPO, tiny Qwen2")
     history, stats = train(args.steps, [f"train.output_dir={args.out}/run", *args.overrides],
-                           log=lambda s: print(s, file=sys.stderr, flush=True))
-    paths = save_curve(history, args.out, name="agents_math_curve",
-                       title="Agents SDK agent through the gateway: mean reward",
-                       label="GRPO, tiny Qwen2")
+                           log=lambda s: print(s, file=sys.stderr, flush=True), on_step=curve)
+    paths = curve(history)
     summary = {"steps": len(history), "wall_s": round(time.perf_counter() - t0, 1),
                "first_5_mean": sum(h["reward/mean"] for h in history[:5]) / 5,
                "last_5_mean": sum(h["reward/mean"] for h in history[-5:]) / 5,
