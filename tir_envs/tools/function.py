@@ -50,7 +50,7 @@ import typing
 from typing import Any, Awaitable, Callable
 
 from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
-from tir_envs.tools.render import Unrenderable, render
+from tir_envs.tools.render import Unrenderable, cap, render
 from tir_envs.tools.schema import INJECTED, check_arguments, fn_name, function_schema
 from tir_envs.tools.slots import Slots, ThreadWorkers
 from tir_envs.validation import check_positive_number
@@ -258,14 +258,6 @@ class FunctionTool(Tool):
 def _settle(future: asyncio.Future, outcome: Any) -> None:
     if not future.done():
         future.set_result(outcome)
-
-
-def cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, head and tail kept."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n...[{len(text) - 2 * half} characters cut]...\n{text[-half:]}"
 
 
 async def _run(fn: Callable[..., Any], args: tuple, timeout_s: float,
