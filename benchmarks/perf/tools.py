@@ -6,7 +6,11 @@
 * ``mcp_stdio``: ``McpTools``' call (its loop thread, status mapping) against a bare
   ``mcp.Client.call_tool`` on its own connection to the same kind of stdio server;
 * ``openenv``: one step of ``tir/ToolUse-v0`` served by ``tir-envs serve openenv`` and driven
-  through OpenEnv's own client (WebSocket), against the same step on a local env.
+  through OpenEnv's own client (WebSocket), against the same step on a local env; and that
+  step's latency while other clients send 12 MB text actions (``flooded_ratio``);
+* ``floods``: a bystander's call (a sync function tool) while another tool is flooded, against
+  the same call idle (issue 43's bar: within 2x): 12 calls that never answer, calls that hold
+  the GIL (``3 ** 12_000_000``, ``isolation="process"``).
 
 Each pair is measured interleaved (``--rounds`` rounds, the median per call kept), so load on
 the machine hits both sides alike; the ratios are the figures to read.  ``uptime`` is recorded.
@@ -69,6 +73,108 @@ def add(a: int, b: int) -> int:
 async def aadd(a: int, b: int) -> int:
     """Add two integers (async)."""
     return a + b
+
+
+def power(base: int, exponent: int) -> int:
+    """base ** exponent (holds the GIL for seconds at 3 ** 12_000_000)."""
+    return base ** exponent
+
+
+def hang(seconds: float) -> float:
+    """Sleeps past any deadline."""
+    time.sleep(seconds)
+    return seconds
+
+
+async def _latency(fn, calls: int) -> float:
+    """Median seconds of one ``fn(i)``."""
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        await fn(i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def _under_flood(bystander, floods, calls: int) -> dict:
+    """The bystander's median latency idle, then while ``floods`` (coroutine functions, each
+    run in a loop) keep going; their ratio."""
+    await bystander(0)
+    idle = await _latency(bystander, calls)
+
+    async def forever(flood):
+        while True:
+            await flood()
+            await asyncio.sleep(0)  # a flood that answers at once still lets others run
+    tasks = [asyncio.ensure_future(forever(f)) for f in floods]
+    await asyncio.sleep(0.2)  # the flood is under way
+    flooded = await _latency(bystander, calls)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle}
+
+
+def bench_floods(calls: int) -> dict:
+    from tir_envs.tools import function_tool
+    bystander_tool = function_tool(add)
+
+    async def bystander(i):
+        r = await bystander_tool.call({"a": i, "b": 1})
+        assert r.ok, r.text
+    hanging = function_tool(hang, timeout_s=0.5)
+    gil = function_tool(power, timeout_s=1.0, isolation="process", max_concurrency=2)
+
+    async def main():
+        await gil.warm_up()
+        out = {"hanging_calls": await _under_flood(
+            bystander, [lambda: hanging.call({"seconds": 5.0}) for _ in range(12)], calls)}
+        out["gil_hog_isolated"] = await _under_flood(
+            bystander, [lambda: gil.call({"base": 3, "exponent": 12_000_000})], calls)
+        return out
+    try:
+        return asyncio.run(main())
+    finally:
+        gil.close()
+
+
+#: two clients sending 12 MB text actions over and over (each refused at the WebSocket's size
+#: cap), from another process so their own sending costs the bystander's process nothing
+HUGE_TEXT_FLOOD = '''
+import asyncio, json, sys
+from websockets.asyncio.client import connect
+
+async def one():
+    text = json.dumps({"type": "step", "data": {"text": "x" * (12 << 20)}})
+    while True:
+        try:
+            async with connect(f"ws://127.0.0.1:{sys.argv[1]}/ws", max_size=None) as ws:
+                await ws.send(json.dumps({"type": "reset", "data": {"index": 0}}))
+                await ws.recv()
+                while True:  # the connection is closed at the first (over the size cap)
+                    await ws.send(text)
+                    await ws.recv()
+        except Exception:
+            await asyncio.sleep(0.01)
+
+async def main():
+    await asyncio.gather(one(), one())
+asyncio.run(main())
+'''
+
+
+async def _under_process_flood(bystander, script: str, port: int, calls: int) -> dict:
+    """The bystander's median latency idle, then while ``script`` floods from a subprocess."""
+    await bystander(0)
+    idle = await _latency(bystander, calls)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(port))
+    try:
+        await asyncio.sleep(1.0)  # the flood is under way
+        flooded = await _latency(bystander, calls)
+    finally:
+        proc.kill()
+        await proc.wait()
+    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle}
 
 
 async def _per_call(fn, calls: int) -> float:
@@ -166,15 +272,18 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
 
             async def served(i):
                 await client.step({"tokens": action})
-            return await _pairs({"direct": direct, "served": served}, calls, rounds)
+            pairs = await _pairs({"direct": direct, "served": served}, calls, rounds)
+
+            flood = await _under_process_flood(served, HUGE_TEXT_FLOOD, port, max(3, calls))
+            return pairs, flood
     try:
-        t = asyncio.run(main())
+        t, flood = asyncio.run(main())
     finally:
         local.close()
         stop(proc)
     return {"direct_step_ms": t["direct"] * 1e3, "served_step_ms": t["served"] * 1e3,
             "served_minus_direct_ms": (t["served"] - t["direct"]) * 1e3,
-            "ratio": t["served"] / t["direct"]}
+            "ratio": t["served"] / t["direct"], "flooded_by_12mb_texts": flood}
 
 
 def _free_port() -> int:
@@ -192,6 +301,7 @@ def main() -> None:
     out: dict = {"load": os.getloadavg(), "calls_per_round": args.calls, "rounds": args.rounds}
     out["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     out["function"] = bench_function(args.calls * 10, args.rounds)
+    out["floods"] = bench_floods(max(5, args.calls // 4))
     with tempfile.TemporaryDirectory() as tmp:
         out["mcp_stdio"] = bench_mcp(Path(tmp), args.calls, args.rounds)
         out["openenv"] = bench_openenv(Path(tmp), max(1, args.calls // 4), args.rounds)

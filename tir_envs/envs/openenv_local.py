@@ -27,7 +27,6 @@ class LocalServer:
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        from tir_envs.serving.guard import quiet
         config = uvicorn.Config(quiet(self.app), host="127.0.0.1", port=self.port,
                                 log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
@@ -55,6 +54,29 @@ def _resolve(app: Any) -> Any:
     if ":" not in app:
         raise ValueError(f"app={app!r}: expected 'package.module:attr' or an ASGI app")
     return resolve(app, "app=")
+
+
+def quiet(app: Any) -> Any:
+    """``app`` with a client's normal disconnect swallowed (no traceback in the log); every
+    other exception still propagates.  ``tir_envs.serving.guard.Guard`` does this too; this
+    alone is for an app served in-process on loopback for one env."""
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001 - only a normal disconnect is swallowed
+            if scope.get("type") != "websocket" or not is_disconnect(exc):
+                raise
+    return wrapped
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether ``exc`` only says the client went away (nothing to log)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"WebSocketDisconnect", "ClientDisconnect", "ConnectionClosed",
+                "ConnectionClosedOK", "ConnectionClosedError"}:
+        return True
+    return isinstance(exc, RuntimeError) and ("websocket.close" in str(exc)
+                                              or "after sending" in str(exc))
 
 
 _SHARED: dict[int, tuple[LocalServer, int]] = {}  # id(app) -> (its server, envs using it)

@@ -37,6 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs
 
+from tir_envs.envs.openenv_local import is_disconnect, quiet
+
+__all__ = ["Guard", "GuardConfig", "add_arguments", "announce", "config_from_args",
+           "is_disconnect", "is_loopback", "quiet", "serve", "serve_async"]
+
 #: the environment variable a token may come from (so it stays out of the process list)
 TOKEN_ENV = "TIR_ENVS_TOKEN"
 MAX_BODY_BYTES = 1 << 20
@@ -195,29 +200,6 @@ class Guard:
             self._per_client[client] -= 1
             if not self._per_client[client]:
                 del self._per_client[client]
-
-
-def quiet(app: Any) -> Any:
-    """``app`` with a client's normal disconnect swallowed (no traceback in the log); every
-    other exception still propagates.  ``Guard`` does this itself; this is for a server
-    that needs no other guard (an app served in-process on loopback for one env)."""
-    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await app(scope, receive, send)
-        except Exception as exc:  # noqa: BLE001 - only a normal disconnect is swallowed
-            if scope.get("type") != "websocket" or not is_disconnect(exc):
-                raise
-    return wrapped
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """Whether ``exc`` only says the client went away (nothing to log)."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & {"WebSocketDisconnect", "ClientDisconnect", "ConnectionClosed",
-                "ConnectionClosedOK", "ConnectionClosedError"}:
-        return True
-    return isinstance(exc, RuntimeError) and ("websocket.close" in str(exc)
-                                              or "after sending" in str(exc))
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -16,10 +16,11 @@ env per WebSocket session, up to ``max_sessions`` at once.  This module adapts t
 The env's async twins run on the server's event loop (``reset_async``/``step_async``), so
 concurrent sessions never wait on each other's tool calls.  What would hold that loop runs
 beside it: a session's env is built on a worker thread at its first reset (at most
-``BUILDS_AT_ONCE`` at a time; ``/metadata`` and ``/state`` never build one), and a text
-action longer than ``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is
-tokenized (so tokenizing one stays bounded).  ``tir-envs serve openenv`` puts ``tir_envs.serving.guard`` in front (token,
-Origin allow-list, size caps) and ends sessions idle for ``--idle-s``.
+``BUILDS_AT_ONCE`` at a time; ``/metadata`` and ``/state`` never build one), ended
+sessions' envs are kept for the next ones (``EnvPool``), and a text action longer than
+``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is tokenized (so
+tokenizing one stays bounded).  ``tir-envs serve openenv`` puts ``tir_envs.serving.guard`` in
+front (token, Origin allow-list, size caps) and ends sessions idle for ``--idle-s``.
 """
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ class TIREnvironment(Environment):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, make_env: Callable[[], Any], env_id: str, pin: dict[str, Any]):
+    def __init__(self, make_env: Callable[[], Any], env_id: str, pin: dict[str, Any],
+                 release: Callable[[Any], None] | None = None):
         super().__init__()
-        self._make_env = make_env
+        self._make_env, self._release = make_env, release
         self.env: Any = None  # built at the first reset, off the loop (see the module)
         self.env_id, self.pin = env_id, pin
         self._state = TIRState(env_id=env_id)
@@ -181,8 +183,37 @@ class TIREnvironment(Environment):
             readme_content=json.dumps({"tokenizer": self.pin}))
 
     def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
+        env, self.env = self.env, None
+        if env is not None:
+            (self._release or _close)(env)
+
+
+def _close(env: Any) -> None:
+    env.close()
+
+
+class EnvPool:
+    """Envs of ended sessions kept for the next (at most ``size``): a client that connects,
+    resets and leaves over and over costs one build, not one per connection.  An env is
+    reusable as it is: its next reset closes what the last episode opened."""
+
+    def __init__(self, make: Callable[[], Any], size: int):
+        self.make, self.size = make, size
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> Any:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return self.make()
+
+    def give(self, env: Any) -> None:
+        with self._lock:
+            if len(self._free) < self.size:
+                self._free.append(env)
+                return
+        env.close()
 
 
 def stop_token_ids(env: Any) -> list[int]:
@@ -217,7 +248,8 @@ def build_app(env_id: str, env_kwargs: dict[str, Any] | None = None, max_session
     probe = make_env()  # fails now, with the env's own message, on bad arguments
     pin = tokenizer_pin(probe.unwrapped.tokenizer)
     probe.close()
-    factory = lambda: TIREnvironment(make_env, env_id, pin)  # noqa: E731
+    pool = EnvPool(make_env, max_sessions)
+    factory = lambda: TIREnvironment(pool.take, env_id, pin, pool.give)  # noqa: E731
     return create_fastapi_app(factory, TokenAction, TokenObservation,
                               concurrency_config=ConcurrencyConfig(
                                   max_concurrent_envs=max_sessions, session_timeout=idle_s))

@@ -50,9 +50,9 @@ import typing
 from typing import Any, Awaitable, Callable
 
 from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
-from tir_envs.tools.render import Unrenderable, render
+from tir_envs.tools.render import Unrenderable, cap, render
 from tir_envs.tools.schema import INJECTED, check_arguments, fn_name, function_schema
-from tir_envs.tools.slots import Slots
+from tir_envs.tools.slots import Slots, ThreadWorkers
 from tir_envs.validation import check_positive_number
 
 #: characters of a function's result kept (head and tail), like every tool's cap
@@ -90,6 +90,7 @@ class FunctionTool(Tool):
         self.close_hook = close_session
         self.max_result_chars = max_result_chars
         self.slots = Slots(max_concurrency)
+        self._threads = ThreadWorkers(self.name)
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation={isolation!r}: choose from {ISOLATIONS}")
         self.isolation = isolation
@@ -220,8 +221,9 @@ class FunctionTool(Tool):
             self.slots.release()
 
     async def _in_thread(self, kwargs: dict[str, Any], left: float) -> ToolResult:
-        """A sync function on a daemon thread of its own (a thread that never ends keeps
-        one slot and never blocks the interpreter's exit); its slot is freed when it ends."""
+        """A sync function on one of this tool's daemon threads (a call that never ends keeps
+        its thread and its slot, and never blocks the interpreter's exit); its slot is freed
+        when it ends."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
 
@@ -238,7 +240,7 @@ class FunctionTool(Tool):
             except RuntimeError:  # the caller's loop is gone
                 pass
 
-        threading.Thread(target=work, name=f"tool:{self.name}", daemon=True).start()
+        self._threads.submit(work)
         try:
             outcome = await asyncio.wait_for(asyncio.shield(future), left)
         except asyncio.TimeoutError:
@@ -256,14 +258,6 @@ class FunctionTool(Tool):
 def _settle(future: asyncio.Future, outcome: Any) -> None:
     if not future.done():
         future.set_result(outcome)
-
-
-def cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, head and tail kept."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n...[{len(text) - 2 * half} characters cut]...\n{text[-half:]}"
 
 
 async def _run(fn: Callable[..., Any], args: tuple, timeout_s: float,

@@ -151,8 +151,7 @@ def _settle(future: asyncio.Future, outcome: Any) -> None:
 
 def _serve(conn: Any, fn: Callable[..., Any]) -> None:
     """The worker's loop: run each call sent, send back its result (never an exception)."""
-    from tir_envs.tools.function import cap
-    from tir_envs.tools.render import Unrenderable, render
+    from tir_envs.tools.render import Unrenderable, cap, render
 
     conn.send("ready")
     while True:

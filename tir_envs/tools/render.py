@@ -123,3 +123,11 @@ def _str(value: Any, budget: int) -> str:
     if not isinstance(text, str):
         raise Unrenderable(f"the result's __str__ returned {type(text).__name__}, not text")
     return text[:budget + 1] if len(text) > budget else text
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, head and tail kept."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n...[{len(text) - 2 * half} characters cut]...\n{text[-half:]}"

@@ -12,8 +12,10 @@ the caller gave up, so hung work can never pile up beyond the cap.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections import deque
+from typing import Callable
 
 
 class Slots:
@@ -76,3 +78,32 @@ class Slots:
             self.release()
         else:
             future.set_result(True)
+
+
+class ThreadWorkers:
+    """Daemon threads for one tool's sync calls, started on demand and reused: at most as many
+    as its ``Slots`` allow run at once, so at most that many ever exist.  Daemon, so a call
+    that never returns never blocks the interpreter's exit (``asyncio.to_thread``'s shared
+    executor would: it is joined at exit, and one tool could fill it for every other)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._jobs: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._run, name=f"tool:{self.name}", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            job()
+            with self._lock:
+                self._idle += 1
