@@ -374,13 +374,16 @@ def test_the_new_hedge_probes_flag_a_last_side_grader(grader):
 class SubscriptDroppingMathEnv(MathCodeEnv):
     """A weakened grader: drops a subscript before comparing, as graders did (issue 43)."""
 
-    def outcome(self, task, trajectory, actions):
-        answer = self.answer()
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.honest, self.reward = self.reward, as_reward(self.drops_subscripts)
+
+    def drops_subscripts(self, task, trajectory, answer):
         if answer is None:
-            return super().outcome(task, trajectory, actions)
+            return self.honest.score(task, trajectory, answer)
         correct = re.sub(r"_\{[^{}]*\}", "", str(answer)).strip() == str(task.answer).strip()
         return RewardResult(1.0 if correct else -1.0, {"correct": float(correct)},
-                            correct=correct, answered=True, answer=str(answer))
+                            correct=correct, answered=True)
 
 
 def test_the_subscript_hedge_probe_flags_a_grader_that_drops_subscripts(grader):

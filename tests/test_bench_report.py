@@ -8,17 +8,16 @@ import json
 import pytest
 
 from benchmarks import run
-from benchmarks.oracle import ItemScriptedPolicy, final_format, gold_of
+from benchmarks.oracle import ItemScriptedPolicy, gold_of, written
 from benchmarks.store import RunStore
-from benchmarks.suites import get_suite
 from tir_envs.cli import main
 
 
 def _scripted(correct) -> ItemScriptedPolicy:
     """Gold when ``correct(job)`` says so, else a wrong answer, in the suite's protocol."""
     def script(job):
-        fmt = final_format(get_suite(job.suite))
-        return [fmt(gold_of(job.task, job.part.scoring) if correct(job) else "xyzzy", True)]
+        return [written(job.protocol, gold_of(job.task, job.part.scoring) if correct(job)
+                        else "xyzzy")]
     return ItemScriptedPolicy(script)
 
 
