@@ -6,7 +6,7 @@ specials (``<|start|>``, ``<|channel|>``, ``<|call|>``, ...).  A byte-level BPE 
 ranks with the encoding's split pattern is the same tokenizer: the merge list a ``tokenizers``
 BPE needs is recovered from the ranks (each token's merge is the last step of encoding its
 own bytes with the ranks below its own), and tiktoken's rule that a split piece found whole in
-the vocabulary is one token is ``ignore_merges``.  ``tests/test_chat_real.py`` checks the ids
+the vocabulary is one token is ``ignore_merges``.  ``tests/test_chat_harmony.py`` checks the ids
 against quicktok's own encoder on long and unicode text.
 
 Recovering the merges takes tens of seconds for 200k ranks, so the built tokenizer is written

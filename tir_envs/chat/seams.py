@@ -43,12 +43,16 @@ def encode_pieces(tokenizer: Any, pieces: Pieces) -> list[int]:
     tokens matched in trusted pieces only (see the module docstring).  Untrusted pieces are
     escaped (``escape_controls``) first."""
     pattern, added = _splitter(tokenizer)
+    pieces = [(escape_controls(t) if u else t, u) for t, u in pieces]
+    if pattern is None or not any(u and pattern.search(t) for t, u in pieces):
+        # no content spells an added token: the whole-string encode is the answer (one call)
+        return _encode_whole(tokenizer, "".join(t for t, _ in pieces))
     plain = plain_encoder(tokenizer)
     out: list[int] = []
     run: list[str] = []
     for text, untrusted in pieces:
         if untrusted:
-            run.append(escape_controls(text))
+            run.append(text)
             continue
         pos = 0
         for m in (pattern.finditer(text) if pattern else ()):
@@ -62,3 +66,10 @@ def encode_pieces(tokenizer: Any, pieces: Pieces) -> list[int]:
     if any(run):
         out += plain.encode("".join(run))
     return out
+
+
+def _encode_whole(tokenizer: Any, text: str) -> list[int]:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return backend.encode(text, add_special_tokens=False).ids
+    return list(tokenizer.encode(text, add_special_tokens=False))

@@ -62,9 +62,14 @@ def _bind_render(binding: Any) -> Render:
 def serving_renderer(renderer: Any) -> Render:
     """``(messages, tools) -> ids`` with the generation prompt, as a server renders them."""
     tok = renderer.tokenizer
+    # the date the env's prompt states (Llama 3: the template's, or the run's TIR_CHAT_DATE)
+    date = getattr(renderer, "date", None)
+    dated = {"date_string": date.strftime("%d %b %Y")} if date and \
+        renderer.family == "llama-3" else {}
     if getattr(tok, "chat_template", None):
         def apply(messages: list[Message], tools: list[dict] | None) -> list[int]:
             kwargs = {"enable_thinking": renderer.thinking == "on"} if renderer.thinking else {}
+            kwargs.update(dated)
             text = tok.apply_chat_template(messages, tools=tools, tokenize=False,
                                            add_generation_prompt=True, **kwargs)
             return list(tok.encode(text, add_special_tokens=False))
@@ -80,6 +85,7 @@ def serving_renderer(renderer: Any) -> Render:
 
     name, _, switch = RENDERERS_FAMILIES[renderer.family]
     kwargs = {"enable_thinking": renderer.thinking == "on"} if switch else {}
+    kwargs.update(dated)
     impl = renderers.create_renderer(tok, getattr(configs, name)(**kwargs))
     return lambda messages, tools: list(impl.render_ids(messages, tools=tools,
                                                         add_generation_prompt=True))
