@@ -80,13 +80,15 @@ class AgentEpisodes:
         env = make(suite.env_id, **env_kwargs)
         try:
             core = env.unwrapped
-            reward, tok = core.reward, self.tokenizer or core.tokenizer
+            reward, protocol = core.reward, core.protocol
+            tok = self.tokenizer or core.tokenizer
             cap = sampling.max_tokens if sampling.max_tokens < (1 << 30) else min(
                 DEFAULT_AGENT_MAX_TOKENS, int(getattr(core, "max_total_tokens", 0) or
                                               DEFAULT_AGENT_MAX_TOKENS))
         finally:
             env.close()
         gateway = Gateway(self.policy, tokenizer=tok, renderer=self.renderer, reward=reward,
+                          protocol=protocol,
                           sampling=SamplingParams(max_tokens=cap, temperature=sampling.temperature,
                                                   top_p=sampling.top_p, top_k=sampling.top_k))
         source = AgentSource(gateway, self.agent, concurrency=self.concurrency,

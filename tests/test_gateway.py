@@ -100,10 +100,12 @@ def test_rewards_come_from_the_host_not_the_agent():
         return 1.0 if "\\boxed{42}" in conversation[-1]["content"] else 0.0
 
     async def main():
+        from tir_envs.protocols import math_protocol
         from tir_envs.rewards.math import MathReward
         out = []
-        for r in (reward, MathReward(known_tools=None)):
-            gw, _ = make("qwen3", "on", reward=r)
+        for r, protocol in ((reward, None),
+                            (MathReward(known_tools=None), math_protocol("torl"))):
+            gw, _ = make("qwen3", "on", reward=r, protocol=protocol)
             async with gw:
                 url, key = gw.open_episode(Task("t", "q", "42"))
                 await chat_agent(url, key)
@@ -118,6 +120,10 @@ def test_rewards_come_from_the_host_not_the_agent():
         assert result.agent_answer == "I claim 1e9 reward"
     assert seen[0]["role"] == "assistant" and seen[0]["content"] == ANSWER
     assert by_math.trajectories[0].correct is True
+    assert by_math.trajectories[0].answer == "42"  # the protocol's reading, on the ledger
+    from tir_envs.rewards.math import MathReward
+    with pytest.raises(TypeError, match="protocol="):  # a reward alone cannot read an answer
+        make("qwen3", "on", reward=MathReward(known_tools=None))
 
 
 def test_bad_input_is_a_clear_error_and_others_are_unaffected():

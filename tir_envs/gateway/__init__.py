@@ -11,7 +11,7 @@ and records why (``docs/gateway.md``).
 Public API::
 
     Gateway(policy, *, tokenizer=None, renderer=None, thinking=None, sampling=None,
-            model="tir-policy", aliases=(), reward=None, host="127.0.0.1", port=0,
+            model="tir-policy", aliases=(), reward=None, protocol=None, host="127.0.0.1", port=0,
             max_body_bytes=8 MiB, allowed_origins=(), render=None, admin_token=None)
         async with Gateway(...) as gw:           # or await gw.start() / await gw.aclose()
             base_url, api_key = gw.open_episode(task)   # base_url ends in /v1
@@ -38,7 +38,8 @@ completions parsed back), ``render`` (the serving render encoded piece by piece)
 ``handles`` (the gateway's own reasoning signatures), ``rewards`` (host-side), ``source``
 (AgentSource), ``cli`` (``tir-envs serve gateway``).
 
-Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the policy's final completion,
+Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the answer ``protocol=`` reads
+(``protocol.read(task, [text])``) in the policy's final completion,
 or ``f(task, conversation) -> float`` (sync or async); never anything the agent sends.
 Routes: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` (``?beta=true``),
 ``/v1/messages/count_tokens``, ``/v1/models``, ``HEAD /``; each also under ``/e/{api_key}``.

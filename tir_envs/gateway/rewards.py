@@ -5,9 +5,10 @@ content of the last completion the gateway returned, and the conversation is the
 the agent sent plus that completion.  Nothing the agent program returns or sends (a score, a
 claimed answer, a header) is read.  Two kinds:
 
-* a shipped ``tir_envs.rewards.Reward`` (math, QA, SQL, IFEval): its ``read_answer`` reads the
-  answer from the final completion's text as its paper's protocol does, ``score`` grades it
-  against ``task``'s gold (``task`` a ``tir_envs.task.Task``);
+* a ``tir_envs.rewards.Reward`` (math, QA, SQL, IFEval) with the ``protocol`` that reads its
+  answer: ``protocol.read(task, [final text])`` reads it as the paper's protocol does (the
+  protocol owns the answer, as in every env), ``score`` grades it against ``task``'s gold
+  (``task`` a ``tir_envs.task.Task``); a reward without a protocol is refused at construction;
 * a function ``f(task, conversation) -> float`` (sync or async), for anything else.
 
 Every trainable segment of the episode gets the value (``Trajectory.reward``) and it is credited
@@ -26,11 +27,15 @@ from tir_envs.trajectory import Trajectory
 class HostReward:
     """``reward=`` of a gateway (see the module docstring); ``None`` gives no reward."""
 
-    def __init__(self, reward: Any = None):
+    def __init__(self, reward: Any = None, protocol: Any = None):
         if reward is not None and not isinstance(reward, Reward) and not callable(reward):
             raise TypeError("reward must be a tir_envs.rewards.Reward or a function "
                             f"(task, conversation) -> float, got {type(reward).__name__}")
-        self.reward = reward
+        if isinstance(reward, Reward) and not callable(getattr(protocol, "read", None)):
+            raise TypeError(f"a {type(reward).__name__} grades the answer a protocol reads: pass "
+                            "protocol= (e.g. tir_envs.protocols.math_protocol('torl'), or any "
+                            "object with read(task, actions) -> answer)")
+        self.reward, self.protocol = reward, protocol
         self.last: RewardResult | None = None
 
     async def score(self, episode: Any) -> float | None:
@@ -51,11 +56,11 @@ class HostReward:
         text = episode.last.content if episode.last is not None else ""
         segs = episode.ledger.trajectories()
         traj = segs[-1] if segs else None
-        answer = self.reward.read_answer(episode.task, [text])
+        answer = self.protocol.read(episode.task, [text])
         result = self.reward.score(episode.task, traj, answer)
         if traj is not None:
-            traj.answer, traj.correct, traj.answered = result.answer, result.correct, \
-                result.answered
+            traj.answer = None if answer is None else str(answer)
+            traj.correct, traj.answered = result.correct, result.answered
             traj.reward_components = dict(result.components)
         return float(result.value)
 

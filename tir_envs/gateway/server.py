@@ -40,7 +40,8 @@ class Gateway:
     def __init__(self, policy: Any, *, tokenizer: Any = None, renderer: Any = None,
                  thinking: str | None = None, sampling: SamplingParams | None = None,
                  model: str = "tir-policy", aliases: tuple[str, ...] = (),
-                 reward: Any = None, host: str = "127.0.0.1", port: int = 0,
+                 reward: Any = None, protocol: Any = None, host: str = "127.0.0.1",
+                 port: int = 0,
                  max_body_bytes: int = MAX_BODY_BYTES,
                  allowed_origins: tuple[str, ...] = (), render: Any = None,
                  admin_token: str | None = None):
@@ -54,7 +55,7 @@ class Gateway:
         self.engine = Engine(policy, chat, render or serving_render(chat),
                              sampling_for(sampling or SamplingParams(), chat), tok)
         self.models = (model, *aliases)
-        self.reward = HostReward(reward)
+        self.reward = HostReward(reward, protocol)
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.allowed_origins = frozenset(allowed_origins)

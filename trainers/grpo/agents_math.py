@@ -118,20 +118,25 @@ class HermesCalls(ChatRenderer):
         return self._calls.parse(text)
 
 
+class FirstDigit:
+    """How the example's answer is written: the first digit of the policy's final content (the
+    protocol's one reading, ``read(task, actions)``, which the gateway hands the reward)."""
+
+    def read(self, task: Any, actions: Sequence[str]) -> str | None:
+        digit = re.search(r"\d", actions[-1] if actions else "")
+        return digit.group(0) if digit else None
+
+
 class CalculatorAnswer(Reward):
     """1 when the first digit of the policy's final answer is the sum **and** the policy
     called the calculator before it (a turn of the ledger with a call the gateway parsed from
     sampled tokens); a guess earns nothing.  Reads only what the policy wrote."""
 
-    def read_answer(self, task: Any, actions: Sequence[str]) -> str | None:
-        digit = re.search(r"\d", actions[-1] if actions else "")
-        return digit.group(0) if digit else None
-
     def score(self, task: Any, trajectory: Any, answer: Any) -> RewardResult:
         called = trajectory is not None and any(t.tool_calls for t in trajectory.turns)
         correct = called and answer == task["answer"]
         return RewardResult(float(correct), {"correct": float(correct), "called": float(called)},
-                            correct=correct, answered=answer is not None, answer=answer)
+                            correct=correct, answered=answer is not None)
 
 
 async def agents_sdk_agent(task: dict[str, Any], base_url: str, api_key: str) -> str | None:
@@ -192,7 +197,8 @@ def trainer(overrides: list[str] = (), tasks: int = 64):
     c = config(overrides)
     tok = math_tokenizer()
     return AgentGRPOTrainer(c, agents_sdk_agent, math_tasks(tasks, c.train.seed),
-                            CalculatorAnswer(), renderer=HermesCalls(tok), tokenizer=tok)
+                            CalculatorAnswer(), renderer=HermesCalls(tok), tokenizer=tok,
+                            protocol=FirstDigit())
 
 
 def train(steps: int, overrides: list[str] = (), stop_at: float | None = None, log=None,
