@@ -22,6 +22,7 @@ written to the ledger, and the ``GenerationLimits`` a generator needs (``info["l
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from tir_envs.rewards.base import Reward, RewardResult, as_reward
 from tir_envs.sync_bridge import needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
-from tir_envs.tools.base import Tool, ToolResult, Status, describe_exception
+from tir_envs.tools.base import Tool, ToolResult, describe_exception
 from tir_envs.trajectory import Trajectory, Turn
 from tir_envs.untrusted import lone_surrogate
 from tir_envs.validation import check_positive_int, check_positive_number

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tir_envs.trajectory import Trajectory
 
 __all__ = ["GoldQueryError", "GoldResult", "MatchResult", "SQLReward", "execution_match",
-           "extract_solution", "gold_result", "match", "normalize_value", "task_database"]
+           "gold_result", "match", "task_database"]
 
 #: rows a gold result may have (a bigger one is a dataset problem: GoldQueryError)
 MAX_GOLD_ROWS = 100_000

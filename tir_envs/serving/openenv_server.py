@@ -26,7 +26,6 @@ front (token, Origin allow-list, size caps) and ends sessions idle for ``--idle-
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import threading
 import uuid
