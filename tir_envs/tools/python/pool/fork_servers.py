@@ -20,13 +20,13 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from tir_envs.tools.python import launcher
-from tir_envs.tools.python.reactor import Reactor
+from tir_envs.tools.python.pool import launcher
+from tir_envs.tools.python.pool.reactor import Reactor
 from tir_envs.tools.python.sandbox.protocol import Op
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tir_envs.tools.python.pool_config import PoolConfig
-    from tir_envs.tools.python.session import SessionHandle
+    from tir_envs.tools.python.pool.config import PoolConfig
+    from tir_envs.tools.python.pool.session import SessionHandle
 
 log = logging.getLogger("tir_envs.sandbox")
 START_FAILURES_BEFORE_BACKOFF = 3
