@@ -1,4 +1,5 @@
-"""The default backend: the local pool of pre-forked, isolated interpreters (``pool/sandbox_pool.py``)."""
+"""The default backend: the local pool of pre-forked, isolated interpreters
+(``pool/sandbox_pool.py``)."""
 
 from __future__ import annotations
 
