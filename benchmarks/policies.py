@@ -13,9 +13,9 @@ def resolve_policy(policy: Any, tokenizer: Any = None, model: str | None = None,
                    api_key: str | None = None,
                    engine_args: Mapping[str, Any] | None = None) -> tuple[Any, Any, str, bool]:
     """``(policy, tokenizer, name, built)``: ``oracle``/``wrong`` are the item-scripted policies
-    (``benchmarks.oracle``: answers written by each env's own protocol); another spec string goes through the policy spec parser
-    (``PolicySpecError`` if it names no usable policy); a policy object is used as it is, with
-    ``tokenizer`` (default: bundled Qwen2.5)."""
+    (``benchmarks.oracle``: answers written by each env's own protocol); another spec string
+    goes through the policy spec parser (``PolicySpecError`` if it names no usable policy); a
+    policy object is used as it is, with ``tokenizer`` (default: bundled Qwen2.5)."""
     if policy in BUILTIN_POLICIES:
         from benchmarks.oracle import adversary, oracle
         built = oracle(tokenizer) if policy == "oracle" else adversary("wrong", tokenizer)
@@ -48,7 +48,8 @@ def check_policy(policy: Any, model: str | None = None,
 
 
 def check_scripted_answers(policy: Any, suites: Sequence[Any],
-                           suite_kwargs: Sequence[Mapping[str, Any]], tokenizer: Any = None) -> None:
+                           suite_kwargs: Sequence[Mapping[str, Any]],
+                           tokenizer: Any = None) -> None:
     """``oracle``/``wrong`` write each answer with the env's own protocol: an env whose protocol
     cannot (no ``render_answer``) is refused here, before the run folder is made.  Only custom
     suites are built to ask: every shipped suite's protocol writes answers (the oracle tests)."""

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tir_envs.tools.python import LocalBackend, PythonTool, SandboxUnavailable
-from tir_envs.tools.python.launcher import allowed_paths, tmp_binds
+from tir_envs.tools.python.pool.launcher import allowed_paths, tmp_binds
 from tir_envs.tools.python.limits import Limits
 
 NAMESPACE_MODES = ("bwrap", "unshare")

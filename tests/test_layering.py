@@ -227,14 +227,14 @@ def test_the_module_loop_checker_sees_lazy_imports_and_not_package_parents():
 
 def test_the_module_loop_checker_sees_type_only_imports():
     """The five-file loop of ``tools/python`` was closed by imports under ``TYPE_CHECKING``."""
-    fork, session = ROOT / "tir_envs/tools/python/fork_servers.py", \
-        ROOT / "tir_envs/tools/python/session.py"
-    typed = {fork: "from tir_envs.tools.python.session import SessionHandle\n",
+    fork, session = ROOT / "tir_envs/tools/python/pool/fork_servers.py", \
+        ROOT / "tir_envs/tools/python/pool/session.py"
+    typed = {fork: "from tir_envs.tools.python.pool.session import SessionHandle\n",
              session: "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                      "    from tir_envs.tools.python.fork_servers import ForkServer\n"}
+                      "    from tir_envs.tools.python.pool.fork_servers import ForkServer\n"}
     assert module_loops(typed) == [
-        "tir_envs/tools/python/fork_servers.py imports tir_envs.tools.python.session; "
-        "tir_envs/tools/python/session.py imports tir_envs.tools.python.fork_servers"]
+        "tir_envs/tools/python/pool/fork_servers.py imports tir_envs.tools.python.pool.session; "
+        "tir_envs/tools/python/pool/session.py imports tir_envs.tools.python.pool.fork_servers"]
 
 
 def test_the_loop_checker_finds_long_loops():

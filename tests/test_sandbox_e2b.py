@@ -24,7 +24,7 @@ from e2b_code_interpreter.models import parse_output  # noqa: E402
 from tests.sandbox_helpers import call, close_session, open_session  # noqa: E402
 from tir_envs.tools.base import Status  # noqa: E402
 from tir_envs.tools.python import PythonTool  # noqa: E402
-from tir_envs.tools.python.e2b import E2BBackend  # noqa: E402
+from tir_envs.tools.python.backends.e2b import E2BBackend  # noqa: E402
 
 RED_TRACEBACK = ("\x1b[0;31m---------------------------------------------------------------\x1b[0m\n"
                  "\x1b[0;31mZeroDivisionError\x1b[0m                Traceback (most recent call last)\n"

@@ -21,7 +21,8 @@ from tests.sandbox_helpers import (NAMESPACE_MODES, backend_or_skip, call, close
                                    host_binds_in_tmp, host_names_in_tmp, open_session)
 from tir_envs.tools.base import Status
 from tests.test_sandbox_stateless import CELL_CPU_LIMIT, _no_state_survives
-from tir_envs.tools.python import LocalBackend, PythonTool, launcher
+from tir_envs.tools.python import LocalBackend, PythonTool
+from tir_envs.tools.python.pool import launcher
 
 # What a cell sees, as JSON.  Times are "now" when they lie in this call (a fresh mount's),
 # else their exact value (a bound host path's, or one a cell set).

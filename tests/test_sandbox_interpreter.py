@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tir_envs.tools.python import LocalBackend, launcher
-from tir_envs.tools.python.isolation_causes import explain
+from tir_envs.tools.python.isolation.causes import explain
 
 
 @pytest.fixture()

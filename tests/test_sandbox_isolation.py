@@ -19,7 +19,7 @@ from tests.sandbox_helpers import (backend_or_skip, background_sleep_code, call,
                                    require_nproc_enforced, session_of, wait_gone, wait_present)
 from tir_envs.tools.base import Status
 from tir_envs.tools.python import Limits, PythonTool
-from tir_envs.tools.python.launcher import sandbox_env
+from tir_envs.tools.python.pool.launcher import sandbox_env
 
 REPO = Path(__file__).resolve().parents[1]
 NS = pytest.mark.parametrize("mode", NAMESPACE_MODES)

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 from tests.sandbox_helpers import call, close_session, open_session, session_of  # noqa: E402
 from tir_envs.tools.base import Status  # noqa: E402
 from tir_envs.tools.python import PythonTool  # noqa: E402
-from tir_envs.tools.python.ray_backend import RayBackend  # noqa: E402
+from tir_envs.tools.python.backends.ray_backend import RayBackend  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "tir_envs_test"
@@ -54,7 +54,7 @@ sys.path.insert(0, {repo!r})
 import ray
 ray.init(address={address!r}, namespace={ns!r}, log_to_driver=False)
 from tir_envs.tools.python import PythonTool
-from tir_envs.tools.python.ray_backend import RayBackend
+from tir_envs.tools.python.backends.ray_backend import RayBackend
 backend = RayBackend(name="shared", namespace={ns!r}, spares=1)
 tool = PythonTool(backend=backend)
 async def main():
@@ -100,7 +100,7 @@ def test_dead_host_is_replaced(cluster):
 def test_the_openrlhf_adapters_env_settings_reach_the_ray_backend(cluster):
     """The adapter's JSON env settings (TIR_ENV_KWARGS, as set on every node of a Ray job)
     carry the sandbox backend's own options: hosts and actor placement, not only its name."""
-    from tir_envs.tools.python.backends import make_backend
+    from tir_envs.tools.python.backends.registry import make_backend
     from trainers.common.env_config import ConfigError, EnvConfig
 
     kwargs = {"protocol": "torl", "backend": {

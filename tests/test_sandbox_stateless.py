@@ -13,7 +13,8 @@ import pytest
 from tests.sandbox_helpers import (NAMESPACE_MODES, background_sleep_code, backend_or_skip,
                                    call, marker, wait_gone)
 from tir_envs.tools.base import Status
-from tir_envs.tools.python import LocalBackend, PythonTool, syscall_filter
+from tir_envs.tools.python import LocalBackend, PythonTool
+from tir_envs.tools.python.isolation import syscall_filter
 from tir_envs.tools.python.limits import Limits
 
 LEAVE = """

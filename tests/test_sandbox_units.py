@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tir_envs.tools.base import Status
 from tir_envs.tools.python import Execution, Limits, PoolConfig
-from tir_envs.tools.python.launcher import (MODES, _bwrap_args, _dedupe, allowed_paths,
+from tir_envs.tools.python.pool.launcher import (MODES, _bwrap_args, _dedupe, allowed_paths,
                                             launch_spec, sandbox_env)
-from tir_envs.tools.python.local import execution_from_reply
+from tir_envs.tools.python.backends.local import execution_from_reply
 from tir_envs.tools.python.sandbox import capture, protocol
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,7 +247,7 @@ def test_awaitable_hands_over_results_errors_and_cancellation():
     import concurrent.futures as cf
     import threading
 
-    from tir_envs.tools.python.reactor import awaitable
+    from tir_envs.tools.python.pool.reactor import awaitable
 
     async def main():
         futs = [cf.Future() for _ in range(50)]

@@ -16,8 +16,9 @@ between envs is wiring: the protocol, the tools and the reward, all constructor 
 class owns the rest, once: the ledger, budgets, tool sessions, chat glue around observations,
 the one reading of the answer (the protocol's, when the episode ends) that both the ledger and
 the reward get, the reward part's score computed off the event loop (``Reward.ascore``) and
-written to the ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
-``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
+written to the ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``,
+mirrored into ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every
+``step``.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
-from tir_envs.tools.python.uids import BLOCK, processes_of  # noqa: E402
+from tir_envs.tools.python.isolation.uids import BLOCK, processes_of  # noqa: E402
 
 RSS_GROWTH_LIMIT_MB = 64
 

@@ -111,7 +111,7 @@ def warm_sandbox(env_class: Any, env_kwargs: Mapping[str, Any]) -> bool:
     if "python" not in getattr(env_class, "configured_tools", ()):
         return False
     from tir_envs.tools.python.backends import make_backend
-    from tir_envs.tools.python.local import LocalBackend
+    from tir_envs.tools.python.backends.local import LocalBackend
 
     backend = env_kwargs.get("backend", "local")
     if not (backend == "local" or (isinstance(backend, Mapping)

@@ -10,7 +10,7 @@ Learning"): one chat model that decides whether and which tool to use.
 * An action without a tool call ends the episode (the answer, or a direct answer without any
   tool); otherwise the episode goes on until the turn or token budget (the paper: "until the
   answer or the length limit").
-* The answer (``tir_envs.rewards.autotir.final_answer``) is read from the final action outside
+* The answer (``tir_envs.answers.autotir.final_answer``) is read from the final action outside
   ``<think>``: the last box of its ``<answer>`` block, else the block's text, else its last
   box; a writing task without either is answered by the response text itself; a
   multiple-choice task by the one option letter the response chooses.  The env hands this one

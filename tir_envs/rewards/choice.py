@@ -30,8 +30,8 @@ class ChoiceReward(Reward):
 
     The answer is the protocol's (AutoTIR's: ``extract_choice`` of the final response); it is
     read again as a choice here (``extract_choice`` of a single letter is that letter), so an
-    answer that names several letters chooses nothing.  Components: ``correct`` and ``has_answer`` (a
-    single letter was chosen); ``answer`` on the result is the chosen letter.
+    answer that names several letters chooses nothing.  Components: ``correct`` and
+    ``has_answer`` (a single letter was chosen).
     """
 
     def __init__(self, letters: str = "ABCD"):

@@ -10,8 +10,9 @@ workers), so the env may be configured outside the call, in one of two ways (not
 
 The Python sandbox's backend is an env argument too, with its options: ``{"backend": {"name":
 "ray", "num_hosts": 8, "actor_options": {"resources": {"sandbox": 1}}}}`` runs every episode's
-code on sandbox-host actors of the Ray cluster (``tir_envs.tools.python.ray_backend.RayBackend``),
-spread over ``num_hosts`` hosts placed by ``actor_options``.
+code on sandbox-host actors of the Ray cluster
+(``tir_envs.tools.python.backends.ray_backend.RayBackend``), spread over ``num_hosts`` hosts
+placed by ``actor_options``.
 
 Ray passes a driver's environment variables to its actors only through the job's runtime env
 (``ray job submit --runtime-env-json '{"env_vars": {...}}'``); docs/openrlhf.md shows it.

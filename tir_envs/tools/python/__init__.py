@@ -5,12 +5,13 @@ Backends: the local pool of pre-forked interpreters (default), E2B (``e2b`` extr
 actors (``ray`` extra).
 """
 
-from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
-from tir_envs.tools.python.backends import make_backend
+from tir_envs.tools.python.backends.base import SandboxBackend, SandboxUnavailable
+from tir_envs.tools.python.backends.registry import make_backend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
-from tir_envs.tools.python.local import LocalBackend
-from tir_envs.tools.python.pool import PoolConfig, SandboxPool, get_pool, shutdown_pools
+from tir_envs.tools.python.backends.local import LocalBackend
+from tir_envs.tools.python.pool.sandbox_pool import (PoolConfig, SandboxPool, get_pool,
+                                                     shutdown_pools)
 from tir_envs.tools.python.tool import PythonSession, PythonTool
 
 __all__ = ["Execution", "Limits", "LocalBackend", "PoolConfig", "PythonSession", "PythonTool",

@@ -9,8 +9,8 @@ from typing import Any
 import logging
 
 from tir_envs.tools.base import SandboxUnavailable, Tool, ToolResult, Status
-from tir_envs.tools.python.backend import SandboxBackend
-from tir_envs.tools.python.backends import make_backend
+from tir_envs.tools.python.backends.base import SandboxBackend
+from tir_envs.tools.python.backends.registry import make_backend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tir_envs.tools.python import launcher
+from tir_envs.tools.python.pool import launcher
 from tir_envs.validation import check_positive_int
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tir_envs.tools.python.sandbox import protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tir_envs.tools.python.cgroups import SessionCgroup
+    from tir_envs.tools.python.isolation.cgroups import SessionCgroup
 
 MAX_HELLO = 64 * 1024    # the session's JSON hello (and setup error)
 

@@ -1,4 +1,5 @@
-"""The default backend: the local pool of pre-forked, isolated interpreters (``pool.py``)."""
+"""The default backend: the local pool of pre-forked, isolated interpreters
+(``pool/sandbox_pool.py``)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import asyncio
 from typing import Any
 
 from tir_envs.status import Status
-from tir_envs.tools.python.backend import SandboxBackend
+from tir_envs.tools.python.backends.base import SandboxBackend
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
-from tir_envs.tools.python.pool import PoolConfig, SandboxPool, SessionHandle, get_pool
-from tir_envs.tools.python.reactor import awaitable
+from tir_envs.tools.python.pool.sandbox_pool import PoolConfig, SandboxPool, SessionHandle, get_pool
+from tir_envs.tools.python.pool.reactor import awaitable
 from tir_envs.tools.python.sandbox import protocol
 from tir_envs.tools.python.sandbox.protocol import Op
 

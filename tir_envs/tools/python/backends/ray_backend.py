@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from tir_envs.tools.base import Status
-from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
+from tir_envs.tools.python.backends.base import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.validation import check_positive_int
@@ -62,7 +62,7 @@ class SandboxHost:
     Ray actor by ``RayBackend``)."""
 
     def __init__(self, local_options: dict):
-        from tir_envs.tools.python.local import LocalBackend
+        from tir_envs.tools.python.backends.local import LocalBackend
         self.backend = LocalBackend(**local_options)
         self.sessions: dict[int, Any] = {}
         self.ids = itertools.count(1)

@@ -52,16 +52,16 @@ from typing import Any
 
 from tir_envs.status import Status
 from tir_envs.tools.base import SandboxUnavailable
-from tir_envs.tools.python.calls import SessionCalls, resolve
-from tir_envs.tools.python.cgroups import SessionCgroup
-from tir_envs.tools.python.fork_servers import ForkServer, ForkServerFleet, ForkServerState
-from tir_envs.tools.python.pool_config import PoolConfig
-from tir_envs.tools.python.protections import Protections
-from tir_envs.tools.python.reactor import Reactor, get_reactor
+from tir_envs.tools.python.pool.calls import SessionCalls, resolve
+from tir_envs.tools.python.isolation.cgroups import SessionCgroup
+from tir_envs.tools.python.pool.fork_servers import ForkServer, ForkServerFleet, ForkServerState
+from tir_envs.tools.python.pool.config import PoolConfig
+from tir_envs.tools.python.isolation.protections import Protections
+from tir_envs.tools.python.pool.reactor import Reactor, get_reactor
 from tir_envs.tools.python.sandbox import protocol
 from tir_envs.tools.python.sandbox.protocol import Op
-from tir_envs.tools.python.session import ENDED, SessionHandle, SessionState
-from tir_envs.tools.python.templates import TemplateShelf, take_one
+from tir_envs.tools.python.pool.session import ENDED, SessionHandle, SessionState
+from tir_envs.tools.python.pool.templates import TemplateShelf, take_one
 
 __all__ = ["PoolConfig", "SandboxPool", "SandboxUnavailable", "SessionHandle", "get_pool",
            "shutdown_pools"]

@@ -1,5 +1,5 @@
 """How one call runs in a session: the request, the frames the session sends, and the end
-of the call as the host observed it.  A mixin of ``SandboxPool`` (``pool.py``), on the
+of the call as the host observed it.  A mixin of ``SandboxPool`` (``sandbox_pool.py``), on the
 reactor thread: the pool owns the sessions, this is the code that drives one call.
 
 Trust: a reply is data from untrusted code.  It is bounded (frame cap from the output limit),
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tir_envs.status import Status
-from tir_envs.tools.python.fork_servers import ForkServerState
+from tir_envs.tools.python.pool.fork_servers import ForkServerState
 from tir_envs.tools.python.sandbox import protocol
 from tir_envs.tools.python.sandbox.protocol import Op
-from tir_envs.tools.python.session import (BUSY, ENDED, MAX_HELLO, PendingCall, SessionHandle,
+from tir_envs.tools.python.pool.session import (BUSY, ENDED, MAX_HELLO, PendingCall, SessionHandle,
                                            SessionState)
 
 S = SessionState

@@ -15,8 +15,8 @@ import random
 import time
 from typing import Callable
 
-from tir_envs.tools.python.reactor import Reactor
-from tir_envs.tools.python.session import SessionHandle, SessionHost, SessionState
+from tir_envs.tools.python.pool.reactor import Reactor
+from tir_envs.tools.python.pool.session import SessionHandle, SessionHost, SessionState
 
 MAX_PARKED = 256         # idle stateless templates kept for later one-shot calls ...
 PARKED_IDLE_S = 30.0     # ... each for this long at most

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from tir_envs.tools.python import syscall_filter
-from tir_envs.tools.python.cgroups import CgroupTree
-from tir_envs.tools.python.uids import UidPool
+from tir_envs.tools.python.isolation import syscall_filter
+from tir_envs.tools.python.isolation.cgroups import CgroupTree
+from tir_envs.tools.python.isolation.uids import UidPool
 
 log = logging.getLogger("tir_envs.sandbox")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 MODES = ("bwrap", "unshare", "rlimits")
 NOBODY = 65534
-SANDBOX_DIR = Path(__file__).resolve().parent / "sandbox"
+SANDBOX_DIR = Path(__file__).resolve().parents[1] / "sandbox"  # tools/python/sandbox
 BWRAP_PKG_ROOT = "/opt/tir-sandbox"
 TMP_STASH = "/.tir-tmp-binds"  # where allow-listed paths under /tmp are also bound
 DEFAULT_PRELOAD = (

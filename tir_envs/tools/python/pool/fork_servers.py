@@ -20,14 +20,14 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from tir_envs.tools.python import launcher
-from tir_envs.tools.python.isolation_causes import explain
-from tir_envs.tools.python.reactor import Reactor
+from tir_envs.tools.python.isolation.causes import explain
+from tir_envs.tools.python.pool import launcher
+from tir_envs.tools.python.pool.reactor import Reactor
 from tir_envs.tools.python.sandbox.protocol import Op
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tir_envs.tools.python.pool_config import PoolConfig
-    from tir_envs.tools.python.session import SessionHandle
+    from tir_envs.tools.python.pool.config import PoolConfig
+    from tir_envs.tools.python.pool.session import SessionHandle
 
 log = logging.getLogger("tir_envs.sandbox")
 START_FAILURES_BEFORE_BACKOFF = 3
@@ -328,7 +328,7 @@ class ForkServerFleet:
 
     def _mode_failed(self, mode: str, why: str) -> None:
         """A server failed to start in ``mode``: warn with the cause and its fix
-        (``isolation_causes``), and under ``auto`` fall back to the next mode."""
+        (``isolation.causes``), and under ``auto`` fall back to the next mode."""
         explained = explain(mode, why)
         fallback = self.config.isolation == "auto" and self.mode is None
         log.warning("python sandbox: isolation %s%s", explained,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tir_envs.tools.python.backend import SandboxBackend
+from tir_envs.tools.python.backends.base import SandboxBackend
 
 __all__ = ["make_backend"]
 
@@ -30,13 +30,13 @@ def make_backend(spec: Any, **options: Any) -> SandboxBackend:
                              "name; configure the backend object instead")
         return spec
     if spec == "local":
-        from tir_envs.tools.python.local import LocalBackend
+        from tir_envs.tools.python.backends.local import LocalBackend
         return LocalBackend(**options)
     if spec == "e2b":
-        from tir_envs.tools.python.e2b import E2BBackend
+        from tir_envs.tools.python.backends.e2b import E2BBackend
         return E2BBackend(**options)
     if spec == "ray":
-        from tir_envs.tools.python.ray_backend import RayBackend
+        from tir_envs.tools.python.backends.ray_backend import RayBackend
         return RayBackend(**options)
     raise ValueError(f"backend must be 'local', 'e2b', 'ray' or a SandboxBackend instance, "
                      f"got {spec!r}")

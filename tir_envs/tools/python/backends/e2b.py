@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from tir_envs.tools.base import Status
-from tir_envs.tools.python.backend import SandboxBackend, SandboxUnavailable
+from tir_envs.tools.python.backends.base import SandboxBackend, SandboxUnavailable
 from tir_envs.tools.python.execution import Execution
 from tir_envs.tools.python.limits import Limits
 from tir_envs.tools.python.sandbox.capture import sanitize, truncate_text
