@@ -18,8 +18,9 @@ Each reports policy tokens per step, tokens/s of the whole step and of each phas
 sampling and tools; update: log-probs, loss, backward, optimizer), tool calls run, and peak
 memory (GPU: the allocator's peak; CPU: peak RSS); ``ratios`` divides each trainer's tokens/s by
 the baseline's.  Random weights rarely write a code block, so ``tool_calls`` says whether the
-sandbox ran at all (issue 46 asks for a policy that really calls tools: not done yet, see
-docs/trainer_parity.md).  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny shape on CPU so
+sandbox ran at all (issue 46 asks for a policy that really calls tools, a scripted prefix or a
+model trained to emit the stop: not built yet).  No GPU was lent when this was written: the
+script has run only in its CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny shape on CPU so
 the script cannot rot; its figures say it runs, not how fast.
 """
 
