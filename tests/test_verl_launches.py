@@ -85,7 +85,8 @@ def test_every_documented_launch_and_shipped_config_passes_main_ppos_checks(tmp_
 def test_main_ppo_refuses_a_launch_without_micro_batch_sizes(tmp_path):
     """What the shipped configs lacked before issue 46: verl refuses the launch at its first
     check (the test above would fail the same way)."""
-    argv = with_overrides(launches()[0], ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"])
+    argv = with_overrides(launches()[0],
+                          ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"])
     from hydra.errors import InstantiationException
 
     refused = (AssertionError, ValueError, InstantiationException)
@@ -213,7 +214,8 @@ def first_update(config: Any, output: Any) -> dict[str, Any]:
     actor = omega_conf_to_dataclass(cfg.actor)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.actor.optim.lr,
                               weight_decay=cfg.actor.optim.weight_decay)
-    mini, micro, steps, losses = cfg.actor.ppo_mini_batch_size * n, actor.ppo_micro_batch_size_per_gpu, 0, []
+    mini, micro = cfg.actor.ppo_mini_batch_size * n, actor.ppo_micro_batch_size_per_gpu
+    steps, losses = 0, []
     for start in range(0, len(ids), mini):
         optim.zero_grad()
         for m in range(start, start + mini, micro):

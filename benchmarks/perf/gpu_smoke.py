@@ -20,8 +20,8 @@ memory (GPU: the allocator's peak; CPU: peak RSS); ``ratios`` divides each train
 the baseline's.  Random weights rarely write a code block, so ``tool_calls`` says whether the
 sandbox ran at all (issue 46 asks for a policy that really calls tools, a scripted prefix or a
 model trained to emit the stop: not built yet).  No GPU was lent when this was written: the
-script has run only in its CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny shape on CPU so
-the script cannot rot; its figures say it runs, not how fast.
+script has run only in its CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny
+shape on CPU so the script cannot rot; its figures say it runs, not how fast.
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ def run_lm_step(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
         new = out[:, batch["input_ids"].shape[1]:]
         tokens += int((new != tok.pad_token_id).sum())
         attn = (out != tok.pad_token_id).long()
-        loss = model(input_ids=out, attention_mask=attn, labels=out.masked_fill(attn == 0, -100)).loss
+        labels = out.masked_fill(attn == 0, -100)
+        loss = model(input_ids=out, attention_mask=attn, labels=labels).loss
         loss.backward()
         optim.step()
         optim.zero_grad()
