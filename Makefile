@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
 
-# Trainer adapters: verl 0.9.1 (transformers < 5.11) and TRL 1.16.0 (transformers 5.24), each in
+# Trainer adapters: verl 0.9.1 (transformers < 5.11) and TRL 1.16.0 (transformers 5.17, the newest its vLLM range allows), each in
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
 VERL_VENV  ?= .venv-verl
 VERL_PY    := $(VERL_VENV)/bin/python

@@ -113,8 +113,10 @@ def _pins(path: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_each_adapters_pinned_gpu_stack_resolves_together(tmp_path):
     """pip resolves each constraints file with what its header installs, in a fresh resolution
-    (``--ignore-installed``, metadata only): the versions the docs pin can be installed
-    together, and pip picks exactly the pinned ones.  flash-attn (an sdist that needs torch to
+    (``--dry-run --ignore-installed --report``: pip reads each wheel's metadata, PyPI serving it
+    apart from the wheel (PEP 658), so no CUDA wheel is downloaded; minutes on a slow machine):
+    the versions the docs pin can be installed together, pip picks exactly the pinned ones,
+    and the transformers it picks is the one the adapter's tests run on.  flash-attn (an sdist that needs torch to
     build) and the frameworks installed ``--no-deps`` are constraints, not requested."""
     procs = {}
     for name, (constraints, wanted) in STACKS.items():
@@ -134,3 +136,36 @@ def test_each_adapters_pinned_gpu_stack_resolves_together(tmp_path):
                 assert got[pkg].split("+")[0] == version, (name, pkg, got[pkg])
         frameworks = {"openrlhf": "vllm", "verl": "verl", "trl": "trl"}
         assert frameworks[name] in got, name
+        # the adapter's tests run on the transformers this stack resolves to: the adapter's
+        # extra (the test venv's pins, Makefile) admits exactly that version
+        tested = TESTED_TRANSFORMERS.get(name)
+        if tested is not None:
+            assert got["transformers"] in tested, (name, got["transformers"], str(tested))
+
+
+def _extra_transformers(extra: str):
+    """The transformers specifier the ``extra`` of pyproject.toml pins (the adapter's test venv
+    is built from it)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for dep in deps[extra]:
+        req = Requirement(dep)
+        if req.name == "transformers":
+            return req.specifier
+    return None
+
+
+TESTED_TRANSFORMERS = {name: _extra_transformers(name) for name in ("verl", "trl")}
+
+
+def test_the_trl_stack_is_the_one_the_adapter_is_tested_on():
+    """TRL's GPU pins and its test venv name one transformers: vLLM 0.31 (the top of TRL 1.16's
+    range) needs < 5.18, so both pin 5.17.0 (issue 46: the pins resolved to 5.17 while the tests
+    ran 5.24)."""
+    gpu = _pins(ROOT / STACKS["trl"][0])
+    assert str(TESTED_TRANSFORMERS["trl"]) == f"=={gpu['transformers']}"
+    verl = _pins(ROOT / STACKS["verl"][0])["transformers"]
+    assert verl in TESTED_TRANSFORMERS["verl"]

@@ -1,18 +1,27 @@
-"""GPU smoke run: the bundled GRPO trainer and TRL's ``GRPOTrainer`` side by side on one card.
+"""GPU smoke run: the bundled GRPO trainer and TRL's ``GRPOTrainer`` side by side on one card,
+like for like, against a plain language-model step in the same run.
 
 Prints JSON.  One prepared script for a lent GPU machine (no hub, no vLLM: every model is built
-from its config in code with random weights, in the shapes of Qwen2.5-0.5B and 1.5B):
+from its config in code with random weights, in the shapes of Qwen2.5-0.5B and 1.5B).  Every
+part runs the same ``WORKLOAD``: the same training problems (``tir/MathCode-v0``, ToRL protocol,
+generated problems), the same episodes per step (prompts x samples), the same per-action token
+cap, the same number of steps, the same precision (bf16 weights on a GPU, fp32 on a CPU), each
+model generating through its own ``generate`` (HF backend) and the real sandbox:
 
-* ``grpo``: the bundled trainer, two steps on ``tir/MathCode-v0`` (ToRL protocol, generated
-  training problems) with the model's own ``generate`` (HF backend) and the real sandbox;
-* ``trl``: TRL's ``GRPOTrainer`` with the adapter's ``rollout_func``, two steps on the same
-  env and tasks (in this interpreter when TRL is importable, else in the checkout's
-  ``.venv-trl`` when it exists; otherwise reported as skipped with the reason);
-* ``loss_bf16``: one batch through the GRPO update in bf16 (``benchmarks/perf/trainer.py``).
+* ``lm_step``: the baseline, no env: ``generate`` for the same number of sequences and tokens,
+  then one forward/backward/AdamW step on them;
+* ``grpo``: the bundled trainer;
+* ``trl``: TRL's ``GRPOTrainer`` with the adapter's ``rollout_func`` (in this interpreter when
+  TRL is importable, else in the checkout's ``.venv-trl``; otherwise reported as skipped).
 
-Each reports generated tokens/s, trained tokens/s and peak memory (GPU: the allocator's peak;
-CPU: peak RSS).  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny shape on CPU so the
-script cannot rot; its figures say it runs, not how fast.
+Each reports policy tokens per step, tokens/s of the whole step and of each phase (rollout:
+sampling and tools; update: log-probs, loss, backward, optimizer), tool calls run, and peak
+memory (GPU: the allocator's peak; CPU: peak RSS); ``ratios`` divides each trainer's tokens/s by
+the baseline's.  Random weights rarely write a code block, so ``tool_calls`` says whether the
+sandbox ran at all (issue 46 asks for a policy that really calls tools, a scripted prefix or a
+model trained to emit the stop: not built yet).  No GPU was lent when this was written: the
+script has run only in its CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny
+shape on CPU so the script cannot rot; its figures say it runs, not how fast.
 """
 
 from __future__ import annotations
@@ -33,12 +42,14 @@ from benchmarks.perf.quick import QUICK  # noqa: E402
 from benchmarks.perf.trainer import PRESETS  # noqa: E402
 
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b")
+#: the one workload every part runs (GPU; a CPU run halves the prompts)
+WORKLOAD = {"prompts": 4, "samples": 4}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default=",".join(SHAPES))
-    p.add_argument("--parts", default="grpo,trl,loss_bf16")
+    p.add_argument("--parts", default="lm_step,grpo,trl")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=None, help="per action (GPU 256, CPU 16)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # "PART:SHAPE"
@@ -70,6 +81,63 @@ def peak_mem_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def workload(gpu: bool) -> dict:
+    return {**WORKLOAD, "prompts": WORKLOAD["prompts"] if gpu else 2}
+
+
+def build_model(shape: str, gpu: bool, tok):
+    """The random-weight model every part starts from: same shape, seed and precision."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    fields = {**model_fields(shape, gpu), "eos_token_id": tok.eos_token_id,
+              "pad_token_id": tok.pad_token_id}
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**fields))
+    return model.to(torch.bfloat16 if gpu else torch.float32)
+
+
+def run_lm_step(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
+    """The baseline: the same sequences through ``generate`` (no env, no stops) and one plain
+    causal-LM training step on what it wrote, per step."""
+    import torch
+
+    from tir_envs.data.math.loader import load_math_tasks
+    from tir_envs.tokenizer import load_tokenizer
+
+    gpu = torch.cuda.is_available()
+    device = "cuda" if gpu else "cpu"
+    tok = load_tokenizer(None)
+    model = build_model(shape, gpu, tok).to(device)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    w = workload(gpu)
+    tasks = load_math_tasks(str(tasks_file(folder, 64)))[:w["prompts"]]
+    prompts = [t.question for t in tasks for _ in range(w["samples"])]
+    tok.padding_side = "left"
+    batch = tok(prompts, return_tensors="pt", padding=True).to(device)
+    rollout_s = update_s = 0.0
+    tokens = 0
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(**batch, max_new_tokens=max_tokens, do_sample=True,
+                                 pad_token_id=tok.pad_token_id)
+        _sync(gpu)
+        t1 = time.perf_counter()
+        new = out[:, batch["input_ids"].shape[1]:]
+        tokens += int((new != tok.pad_token_id).sum())
+        attn = (out != tok.pad_token_id).long()
+        labels = out.masked_fill(attn == 0, -100)
+        loss = model(input_ids=out, attention_mask=attn, labels=labels).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+        _sync(gpu)
+        rollout_s += t1 - t0
+        update_s += time.perf_counter() - t1
+    return _figures(steps, tokens, rollout_s, update_s, tool_calls=0)
+
+
 def run_grpo(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     import torch
 
@@ -77,81 +145,89 @@ def run_grpo(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     from trainers.grpo.trainer import GRPOTrainer
 
     gpu = torch.cuda.is_available()
-    fields = model_fields(shape, gpu)
-    tasks = tasks_file(folder, 64)
+    w = workload(gpu)
     config = GRPOConfig.load(None, [
-        f"model.random_init={json.dumps(fields)}", "model.tokenizer=qwen2.5",
+        f"model.random_init={json.dumps(model_fields(shape, gpu))}", "model.tokenizer=qwen2.5",
+        f"model.dtype={'bf16' if gpu else 'fp32'}",  # bf16 weights, as TRL's bf16 run
         "env.id=tir/MathCode-v0", f"env.kwargs={json.dumps({'protocol': 'torl'})}",
-        f"data.path={tasks}", "data.loader=tir_envs.data.math:load_math_tasks",
-        "rollout.samples_per_task=4", f"rollout.tasks_per_step={4 if gpu else 2}",
+        f"data.path={tasks_file(folder, 64)}", "data.loader=tir_envs.data.math:load_math_tasks",
+        f"rollout.samples_per_task={w['samples']}", f"rollout.tasks_per_step={w['prompts']}",
         f"rollout.max_tokens={max_tokens}", f"train.steps={steps}", "train.save_every=0",
         f"train.output_dir={folder / ('grpo-' + shape)}", "train.tensorboard=false",
-        "train.resume=false", "algorithm.micro_batch_size=4"])
+        "train.resume=false", f"algorithm.micro_batch_size={w['samples']}"])
     trainer = GRPOTrainer(config)
-    t0 = time.perf_counter()
     history = trainer.train()
-    wall = time.perf_counter() - t0
     trainer.close()
-    return {"steps": len(history), "wall_s": round(wall, 2),
-            "rollout_tokens_per_s": _mean(h.get("throughput/rollout_tokens_per_s") for h in history),
-            "train_tokens_per_s": _mean(h.get("throughput/train_tokens_per_s") for h in history),
-            "peak_mem_mb": peak_mem_mb()}
+    rollout_s = sum(h["time/rollout_s"] for h in history)
+    update_s = sum(h["time/update_s"] for h in history)
+    tokens = sum(h["throughput/rollout_tokens_per_s"] * h["time/rollout_s"] for h in history)
+    calls = sum(h.get("tool_calls_per_episode", 0.0) * w["prompts"] * w["samples"]
+                for h in history)
+    return _figures(len(history), tokens, rollout_s, update_s, tool_calls=round(calls))
 
 
 def run_trl(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from tir_envs.tokenizer import load_tokenizer
     from tir_envs.data.math.loader import load_math_tasks
+    from tir_envs.tokenizer import load_tokenizer
     from trainers.trl.train import build_trainer, device_defaults
 
     gpu = torch.cuda.is_available()
+    w = workload(gpu)
     tok = load_tokenizer(None)
-    fields = {**model_fields(shape, gpu), "eos_token_id": tok.eos_token_id,
-              "pad_token_id": tok.pad_token_id}
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(**fields))
-    if gpu:
-        model = model.to(torch.bfloat16)
+    model = build_model(shape, gpu, tok)
     tasks = [{"id": t.id, "question": t.question, "answer": t.answer}
              for t in load_math_tasks(str(tasks_file(folder, 64)))]
-    n = 4 if gpu else 2
+    episodes = w["prompts"] * w["samples"]  # one generation batch = one step's episodes
     trainer = build_trainer(
         "tir/MathCode-v0", {"protocol": "torl", "tasks": tasks}, model, tok,
-        [t["id"] for t in tasks[:n * steps]], output_dir=str(folder / f"trl-{shape}"),
-        max_steps=steps, num_generations=4, per_device_train_batch_size=4,
+        [t["id"] for t in tasks[:w["prompts"] * steps]], output_dir=str(folder / f"trl-{shape}"),
+        max_steps=steps, num_generations=w["samples"], per_device_train_batch_size=episodes,
         max_completion_length=max_tokens, report_to=[], logging_steps=1, save_strategy="no",
         **device_defaults())
-    generated = []
+    outs, rollout_s = [], [0.0]
     inner = trainer.rollout_func
-    trainer.rollout_func = lambda p, tr: generated.append(inner(p, tr)) or generated[-1]
+
+    def timed(prompts, tr):
+        t0 = time.perf_counter()
+        outs.append(inner(prompts, tr))
+        _sync(gpu)
+        rollout_s[0] += time.perf_counter() - t0
+        return outs[-1]
+
+    trainer.rollout_func = timed
     t0 = time.perf_counter()
     trainer.train()
+    _sync(gpu)
     wall = time.perf_counter() - t0
-    policy_tokens = sum(sum(m) for out in generated for m in out["env_mask"])
-    return {"steps": trainer.state.global_step, "wall_s": round(wall, 2),
-            "generated_tokens": int(policy_tokens),
-            "tokens_per_s_overall": round(policy_tokens / max(wall, 1e-9), 1),
-            "peak_mem_mb": peak_mem_mb()}
+    tokens = sum(sum(m) for out in outs for m in out["env_mask"])
+    # ToRL: every action after the first follows an executed call
+    calls = sum(max(0, len(turns) - 1) for out in outs for turns in out["tir_turn_rewards"])
+    return _figures(trainer.state.global_step, tokens, rollout_s[0], wall - rollout_s[0],
+                    tool_calls=calls)
 
 
-def run_loss_bf16(shape: str) -> dict:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "perf" / "trainer.py"), "--preset",
-           shape if not QUICK else "tiny", "--dtype", "bf16", "--variants", "grpo"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-2000:])
-    grpo = json.loads(proc.stdout)["results"]["grpo"]
-    return {k: grpo[k] for k in ("tokens_per_s", "peak_mem_mb") if k in grpo}
+def _sync(gpu: bool) -> None:
+    if gpu:
+        import torch
+        torch.cuda.synchronize()
+
+
+def _figures(steps: int, tokens: float, rollout_s: float, update_s: float,
+             tool_calls: float | None) -> dict:
+    """Tokens/s of the whole step and of each phase, from policy tokens and phase seconds."""
+    whole = rollout_s + update_s
+    rate = (lambda t: round(tokens / t, 1) if t > 0 else None)
+    return {"steps": steps, "policy_tokens": int(tokens), "rollout_s": round(rollout_s, 3),
+            "update_s": round(update_s, 3), "tokens_per_s": {"step": rate(whole),
+            "rollout": rate(rollout_s), "update": rate(update_s)},
+            "tool_calls": tool_calls, "peak_mem_mb": peak_mem_mb()}
 
 
 def child(part: str, shape: str, args: argparse.Namespace, folder: Path) -> dict:
-    if part == "grpo":
-        return run_grpo(shape, args.steps, args.max_tokens, folder)
-    if part == "trl":
-        return run_trl(shape, args.steps, args.max_tokens, folder)
-    return run_loss_bf16(shape)
+    run = {"lm_step": run_lm_step, "grpo": run_grpo, "trl": run_trl}[part]
+    return run(shape, args.steps, args.max_tokens, folder)
 
 
 def trl_python() -> str | None:
@@ -196,17 +272,26 @@ def main(argv=None) -> int:
         for shape in shapes:
             results[shape] = {p: run_part(p, shape if gpu else "qwen2.5-0.5b", args, Path(tmp))
                               for p in args.parts.split(",")}
+    for parts in results.values():
+        parts["ratios"] = ratios(parts)
     out = {"benchmark": "gpu_smoke", "device": torch.cuda.get_device_name(0) if gpu else "cpu",
            "shapes": shapes, "max_tokens": args.max_tokens, "steps": args.steps,
+           "workload": {**workload(gpu), "precision": "bf16" if gpu else "fp32"},
            "note": None if gpu else "CPU: a tiny shape; the figures only show the script runs",
            "results": results, "load": os.getloadavg()}
     print(json.dumps(out, indent=1))
     return 0
 
 
-def _mean(values) -> float | None:
-    vals = [float(v) for v in values if isinstance(v, (int, float))]
-    return round(sum(vals) / len(vals), 1) if vals else None
+def ratios(parts: dict) -> dict:
+    """Each trainer's tokens/s over the plain LM step's, per phase (same run, same card)."""
+    base = (parts.get("lm_step") or {}).get("tokens_per_s") or {}
+    out = {}
+    for name in ("grpo", "trl"):
+        mine = (parts.get(name) or {}).get("tokens_per_s") or {}
+        out[name] = {k: round(mine[k] / base[k], 3) if mine.get(k) and base.get(k) else None
+                     for k in ("step", "rollout", "update")}
+    return out
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from trainers.common.env_config import ConfigError, EnvConfig
+from trainers.common.labels import LabelError
 
 Writer = Callable[[EnvConfig, "str | Path", Any, bool, "int | None"], int]
 
@@ -43,7 +44,11 @@ def dataset_main(argv: Sequence[str] | None, prog: str, description: str, out_he
         config = _config(args)
     except (json.JSONDecodeError, ConfigError) as exc:
         parser.error(str(exc))
-    n = write(config, args.out, args.tokenizer, args.inline, args.limit)
+    try:
+        n = write(config, args.out, args.tokenizer, args.inline, args.limit)
+    except LabelError as exc:  # a row the trainer's env could not find: refused, nothing written
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {n} records to {args.out}", file=sys.stderr)
     return 0
 

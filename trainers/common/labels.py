@@ -73,10 +73,11 @@ def records(config: EnvConfig, tokenizer: Any = None, inline: bool = False,
         every = list(core.tasks)
         tasks = every[:limit]
         check_training_tasks(tasks, f"{config.env_id} tasks={config.env_kwargs.get('tasks')!r}")
-        by_id = index_tasks(every)
-        for task in tasks:
-            if not inline:  # refused now, not at the trainer's first step: an id must name one task
+        if not inline:  # refused now, not at the trainer's first step: an id must name one task
+            by_id = index_tasks(every)
+            for task in tasks:
                 task_from_label(task_label(task), by_id)
+        for task in tasks:
             obs, _ = core.reset(options={"task": task})
             yield {"prompt": core.codec.decode(obs["tokens"].tolist()),
                    "label": task_label(task, inline)}

@@ -30,12 +30,10 @@ from trainers.common.labels import records
 def write_dataset(config: EnvConfig, out: str | Path, tokenizer: Any = None,
                   inline: bool = False, limit: int | None = None) -> int:
     """Write the env's tasks as an OpenRLHF prompt dataset; returns the number of records."""
-    n = 0
-    with open(out, "w", encoding="utf-8") as f:
-        for record in records(config, tokenizer, inline, limit):
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-            n += 1
-    return n
+    data = list(records(config, tokenizer, inline, limit))  # a refused row: nothing written
+    Path(out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data),
+                         encoding="utf-8")
+    return len(data)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
