@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from tir_envs.tools.python import LocalBackend, launcher
+from tir_envs.tools.python import LocalBackend
+from tir_envs.tools.python.pool import launcher
 from tir_envs.tools.python.isolation.causes import explain
 
 
