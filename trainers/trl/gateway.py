@@ -18,7 +18,7 @@ its prompts, so a rollout must return exactly one row per entry: an episode the 
 other segments.  ``on_fork="error"`` (default) stops with the episodes named, before TRL sees
 the batch; ``on_fork="last"`` trains on each episode's last segment (the final answer's) and
 counts the segments left out in ``tir_dropped_segments``.  Agents that send history back as
-they got it never fork (docs/gateway.md); the bundled GRPO trainer, OpenRLHF and verl take
+they got it never fork (docs/gateway.md); the bundled GRPO trainer and verl take
 every segment.
 
 Several training processes with ``vllm_mode="server"`` (generation in rounds through the main
@@ -32,9 +32,8 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from tir_envs.rollout.policy import SamplingParams
 from trainers.common.background import BackgroundLoop
+from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
 from trainers.trl.rollout import _label, _policy, _sampling, text_tokenizer, to_trl
-
-FORK_RULES = ("error", "last")
 
 
 class GatewayRollout:
@@ -51,8 +50,7 @@ class GatewayRollout:
                  generate: Any = "transformers", sampling: SamplingParams | None = None,
                  on_fork: str = "error", concurrency: int = 64, timeout_s: float | None = None,
                  **gateway_kwargs: Any):
-        if on_fork not in FORK_RULES:
-            raise ValueError(f"on_fork must be one of {list(FORK_RULES)}, got {on_fork!r}")
+        check_fork_rule(on_fork)
         if not callable(agent):
             raise TypeError("agent must be async def agent(task, base_url, api_key), got "
                             f"{type(agent).__name__}")
@@ -70,7 +68,7 @@ class GatewayRollout:
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         tokenizer = text_tokenizer(trainer.processing_class)
         self._start(trainer, tokenizer)
-        tasks = [self._task(_label(p)) for p in prompts]
+        tasks = [task_for(self.tasks, _label(p)) for p in prompts]
         results = self.background.run(self.source.collect(tasks))
         self.last_results = results
         rows, dropped = self._rows(results)
@@ -115,36 +113,11 @@ class GatewayRollout:
                                   timeout_s=self.timeout_s)
         self._trainer_id = id(trainer)
 
-    def _task(self, label: Any) -> Any:
-        if self.tasks is None:
-            return label
-        if callable(self.tasks):
-            return self.tasks(label)
-        if label not in self.tasks:
-            raise KeyError(f"no task for the dataset label {label!r}: the tasks mapping has "
-                           f"{len(self.tasks)} labels (the dataset's prompt column must hold "
-                           "them)")
-        return self.tasks[label]
 
     def _rows(self, results: list) -> tuple[list, list[int]]:
-        """One trajectory per episode: its only segment, or (``on_fork="last"``) its last."""
-        empty = [r for r in results if not r.trajectories]
-        if empty:
-            raise ValueError(f"gateway episode {empty[0].key_id} has no segment (the agent "
-                             f"made no call: {empty[0].error or 'no error'}); TRL needs one "
-                             "completion per prompt")
-        forked = [i for i, r in enumerate(results) if len(r.trajectories) > 1]
-        if forked and self.on_fork == "error":
-            r = results[forked[0]]
-            raise ValueError(
-                f"{len(forked)} of {len(results)} gateway episodes have "
-                f"{len(r.trajectories)} segments, not one (e.g. episode {r.key_id}, task "
-                f"{r.task!r}: {r.forks[0].reason if r.forks else 'no segment'}); TRL takes one "
-                "completion per prompt, so pass on_fork='last' to train on each episode's last "
-                "segment, make the agent send history back unchanged, or use the bundled GRPO "
-                "trainer, OpenRLHF or verl, which take every segment")
-        return ([r.trajectories[-1] for r in results],
-                [len(r.trajectories) - 1 for r in results])
+        """One trajectory per episode (``trainers.common.gateway_segments``)."""
+        picked = [one_segment(r, self.on_fork, "TRL") for r in results]
+        return [t for t, _ in picked], [d for _, d in picked]
 
 
 def make_gateway_rollout_func(agent: Callable[..., Awaitable[Any]], reward: Any,
