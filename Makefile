@@ -11,7 +11,8 @@ TORCH  ?= torch==2.13.0
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
 VERL_VENV  ?= .venv-verl
 VERL_PY    := $(VERL_VENV)/bin/python
-VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py tests/test_verl_launches.py
+VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py tests/test_verl_launches.py \
+              tests/test_verl_gateway.py
 TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
 TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py tests/test_trl_ranks.py \
