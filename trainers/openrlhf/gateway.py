@@ -43,7 +43,7 @@ from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.rollout.stops import cut_at_stop
 from tir_envs.trajectory import Trajectory
 from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
-from trainers.openrlhf.executor import _logprobs
+from trainers.openrlhf.executor import output_logprobs
 
 
 class EnginePolicy:
@@ -65,7 +65,7 @@ class EnginePolicy:
         params.logprobs = 1 if params.logprobs is None else params.logprobs
         out = (await self.engine.generate(list(prompt_ids), params)).outputs[0]
         ids = [int(i) for i in out.token_ids]
-        logprobs = _logprobs(out, ids)
+        logprobs = output_logprobs(out, ids)
         cut = cut_at_stop(ids, self.codec.decode, stop, self.eos_token_ids, sampling.max_tokens)
         return Generation(ids[:cut.length], None if logprobs is None else logprobs[:cut.length],
                           cut.finish_reason, cut.stop_reason,

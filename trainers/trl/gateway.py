@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from tir_envs.rollout.policy import SamplingParams
 from trainers.common.background import BackgroundLoop
 from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
-from trainers.trl.rollout import _label, _policy, _sampling, text_tokenizer, to_trl
+from trainers.trl.rollout import prompt_label, trainer_policy, config_sampling, text_tokenizer, to_trl
 
 
 class GatewayRollout:
@@ -68,7 +68,7 @@ class GatewayRollout:
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         tokenizer = text_tokenizer(trainer.processing_class)
         self._start(trainer, tokenizer)
-        tasks = [task_for(self.tasks, _label(p)) for p in prompts]
+        tasks = [task_for(self.tasks, prompt_label(p)) for p in prompts]
         results = self.background.run(self.source.collect(tasks))
         self.last_results = results
         rows, dropped = self._rows(results)
@@ -95,12 +95,12 @@ class GatewayRollout:
             return
         from tir_envs.gateway import AgentSource, Gateway
 
-        policy = _policy(self.generate, trainer, tokenizer)
+        policy = trainer_policy(self.generate, trainer, tokenizer)
         if getattr(policy, "rounds", None) is not None:
             raise ValueError("gateway rollouts do not run with vllm_mode='server' on several "
                              "processes yet; use vllm_mode='colocate' or one process")
         gateway = Gateway(policy, tokenizer=tokenizer,
-                          sampling=self.sampling or _sampling(trainer.args),
+                          sampling=self.sampling or config_sampling(trainer.args),
                           reward=self.reward, **self.gateway_kwargs)
         background = BackgroundLoop()
         try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from trainers.verl.agent_loop import TIRAgentLoop, _label, _plain
+from trainers.verl.agent_loop import TIRAgentLoop, row_label, plain
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
@@ -76,7 +76,7 @@ class GatewayAgentLoop(TIRAgentLoop):
         self.tasks = _load(tasks, "tasks")
         self.on_fork = check_fork_rule(on_fork)
         self.timeout_s = timeout_s
-        self.gateway_kwargs = _plain(gateway_keys)
+        self.gateway_kwargs = plain(gateway_keys)
         self.env = _NoEnv()
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
@@ -91,7 +91,7 @@ class GatewayAgentLoop(TIRAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         from tir_envs.gateway import AgentSource, Gateway
 
-        task = task_for(self.tasks, _label(kwargs))
+        task = task_for(self.tasks, row_label(kwargs))
         eos = self.tokenizer.eos_token_id
         policy = VerlServerPolicy(self.server_manager, Codec(self.tokenizer), sampling_params,
                                   self.backend, [] if eos is None else [eos])
