@@ -11,10 +11,12 @@ TORCH  ?= torch==2.13.0
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
 VERL_VENV  ?= .venv-verl
 VERL_PY    := $(VERL_VENV)/bin/python
-VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py tests/test_verl_launches.py
+VERL_TESTS := tests/test_verl_agent_loop.py tests/test_verl_async.py tests/test_verl_launches.py \
+              tests/test_verl_gateway.py
 TRL_VENV   ?= .venv-trl
 TRL_PY     := $(TRL_VENV)/bin/python
-TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py tests/test_trl_ranks.py
+TRL_TESTS  := tests/test_trl_rollout.py tests/test_trl_environment_factory.py tests/test_trl_ranks.py \
+              tests/test_trl_gateway.py
 
 .PHONY: demo test test-all test-vllm test-verl test-trl install install-dev perf perf-smoke clean
 
@@ -59,14 +61,14 @@ $(VERL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(VERL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl,mistral]"
+	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl,mistral,chat,gateway]"
 	touch $@
 
 $(TRL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(TRL_VENV)
 	$(TRL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl,mistral]"
+	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl,mistral,chat,gateway]"
 	touch $@
 
 # Everything `make test` samples or leaves out, whole: the full chat conformance matrix and the

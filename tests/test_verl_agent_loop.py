@@ -150,11 +150,11 @@ def test_a_ledger_longer_than_response_length_is_masked_and_flagged(tmp_path, qw
 
 def test_a_label_missing_from_the_row_names_the_dataset_writer():
     from trainers.common.env_config import ConfigError
-    from trainers.verl.agent_loop import _label
+    from trainers.verl.agent_loop import row_label
 
     with pytest.raises(ConfigError, match="trainers.verl.dataset"):
-        _label({"extra_info": {"index": 0}})
-    assert _label({"extra_info": {"tir_task": "t/1"}}) == "t/1"
+        row_label({"extra_info": {"index": 0}})
+    assert row_label({"extra_info": {"tir_task": "t/1"}}) == "t/1"
 
 
 def test_the_example_configs_compose_with_verls_own(tmp_path):

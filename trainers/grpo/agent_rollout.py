@@ -16,36 +16,13 @@ gateway overrides whatever the agent's client asks for and records that it did.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Sequence
 
 from tir_envs.rollout import SamplingParams
+from trainers.common.background import BackgroundLoop
 from trainers.grpo.config import GRPOConfig
 from trainers.grpo.filtering import Group, mark_exclusions
 from trainers.grpo.trainer import GRPOTrainer
-
-T = TypeVar("T")
-
-
-class BackgroundLoop:
-    """An asyncio loop on a daemon thread; ``run(coro)`` waits for a result from any thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="gateway-loop",
-                                       daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=10)
-        if not self.loop.is_running():
-            self.loop.close()
 
 
 class AgentGRPOTrainer(GRPOTrainer):

@@ -163,7 +163,7 @@ class OpenRLHFSample:
         self.versions += [v for v in self.span if v is not None]
         reward, obs_ids = 0.0, []
         try:
-            obs, reward = await live.step(Generation(ids, _logprobs(out, ids),
+            obs, reward = await live.step(Generation(ids, output_logprobs(out, ids),
                                                      finish_reason=out.finish_reason))
             obs_ids = obs["tokens"].tolist()
         except Exception as exc:  # noqa: BLE001 - kept as a flagged episode, like the engine
@@ -226,7 +226,7 @@ class OpenRLHFSample:
             await self.live.close()
 
 
-def _logprobs(output: Any, ids: list[int]) -> list[float] | None:
+def output_logprobs(output: Any, ids: list[int]) -> list[float] | None:
     """The sampled tokens' logprobs from a vLLM output, when it carries them."""
     steps = getattr(output, "logprobs", None)
     if not steps or len(steps) != len(ids):

@@ -64,11 +64,11 @@ def make_rollout_func(env_id: str, generate: Any = "transformers",
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         tokenizer = text_tokenizer(trainer.processing_class)
         env = served(config, tokenizer)
-        tasks = [env.task(_label(p)) for p in prompts]
+        tasks = [env.task(prompt_label(p)) for p in prompts]
         key = id(trainer)
         if key not in policies:
-            policies[key] = _policy(generate, trainer, tokenizer)
-        policy, params = policies[key], sampling or _sampling(trainer.args)
+            policies[key] = trainer_policy(generate, trainer, tokenizer)
+        policy, params = policies[key], sampling or config_sampling(trainer.args)
         rounds = getattr(policy, "rounds", None)
         if rounds is None:
             trajs = env.run_batch(policy, tasks, sampling=params)
@@ -123,21 +123,21 @@ def env_reward(completions: list, env_reward: list, **kwargs: Any) -> list:
     return list(env_reward)
 
 
-def _label(prompt: Any) -> Any:
+def prompt_label(prompt: Any) -> Any:
     """A dataset prompt is the task label (an id, or a whole task as JSON)."""
     if isinstance(prompt, list):  # a conversational row: the label is the last message's text
         prompt = prompt[-1]["content"]
     return prompt
 
 
-def _sampling(args: Any) -> SamplingParams:
+def config_sampling(args: Any) -> SamplingParams:
     top_k = getattr(args, "top_k", None)
     return SamplingParams(max_tokens=int(args.max_completion_length),
                           temperature=float(args.temperature), top_p=float(args.top_p or 1.0),
                           top_k=-1 if not top_k else int(top_k))
 
 
-def _policy(generate: Any, trainer: Any, tokenizer: Any) -> Any:
+def trainer_policy(generate: Any, trainer: Any, tokenizer: Any) -> Any:
     if generate == "transformers":
         from tir_envs.rollout.hf import HFPolicy
         return HFPolicy(trainer.accelerator.unwrap_model(trainer.model), tokenizer)

@@ -76,7 +76,8 @@ def _warn_once(key: str, message: str) -> None:
         log.warning(message)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A Hydra/OmegaConf value as plain Python (YAML entries arrive as ``DictConfig``)."""
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
 
 
@@ -95,7 +96,7 @@ class TIRAgentLoop(AgentLoopBase):
                  env_kwargs: Mapping[str, Any] | None = None, tools: Any = None,
                  name: str | None = None, max_action_tokens: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        config = (EnvConfig(env_id, _plain(env_kwargs) or {}) if env_id
+        config = (EnvConfig(env_id, plain(env_kwargs) or {}) if env_id
                   else EnvConfig.from_environ())
         self.env: ServedEnv = served(config, self.tokenizer)
         self.prompt_length = int(self.rollout_config.prompt_length)
@@ -107,7 +108,7 @@ class TIRAgentLoop(AgentLoopBase):
                                                                self.response_length))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        task = self.env.task(_label(kwargs))
+        task = self.env.task(row_label(kwargs))
         eos = self.tokenizer.eos_token_id
         policy = VerlServerPolicy(self.server_manager, self.env.codec, sampling_params,
                                   self.backend, [] if eos is None else [eos])
@@ -152,7 +153,7 @@ class TIRAgentLoop(AgentLoopBase):
                           "max_global_steps": policy.newest})
 
 
-def _label(fields: Mapping[str, Any]) -> Any:
+def row_label(fields: Mapping[str, Any]) -> Any:
     """The row's task label: ``extra_info.tir_task`` (or a top-level ``tir_task`` column)."""
     extra = fields.get("extra_info") or {}
     label = fields.get(LABEL, extra.get(LABEL) if isinstance(extra, Mapping) else None)
