@@ -110,7 +110,7 @@ def test_the_command_line_warms_the_sandbox_pool_before_the_policy_loads(monkeyp
     from tir_envs.envs.mathcode import MathCodeEnv
     from tir_envs.envs.search import SearchEnv
     from tir_envs.envs.tooling import warm_sandbox
-    from tir_envs.tools.python.pool import SandboxPool
+    from tir_envs.tools.python.pool.sandbox_pool import SandboxPool
 
     warmed = []
     monkeypatch.setattr(SandboxPool, "warm", lambda self: warmed.append(self.config))

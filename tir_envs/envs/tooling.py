@@ -110,7 +110,7 @@ def warm_sandbox(env_class: Any, env_kwargs: Mapping[str, Any]) -> bool:
     pool already warm.  Other backends (E2B, Ray) and envs without the sandbox: nothing."""
     if "python" not in getattr(env_class, "configured_tools", ()):
         return False
-    from tir_envs.tools.python.backends import make_backend
+    from tir_envs.tools.python.backends.registry import make_backend
     from tir_envs.tools.python.backends.local import LocalBackend
 
     backend = env_kwargs.get("backend", "local")
