@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.spider import load_spider, spider_databases  # noqa: E402
+from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol  # noqa: E402
 from tir_envs.rewards import sql as sql_reward  # noqa: E402
 from tir_envs.tools.sql.convert import duckdb_copy  # noqa: E402
 from tir_envs.tools.sql.database import close_databases, open_database  # noqa: E402
@@ -72,6 +73,8 @@ def _runnable(tasks, engine: str, cache: Path) -> list:
 def engine_costs(tasks, engine: str, cache: Path, rounds: int) -> dict:
     runnable = _runnable(tasks, engine, cache)
     reward = sql_reward.SQLReward(engine=engine, cache_dir=cache)
+    # the protocol reads the solution, as the env does (offline grading goes through it)
+    protocol = SkyRLSQLProtocol(lambda task: ("sqlite", ""))
     dbs = {t.meta["db_id"]: open_database(t.meta["db_path"], cache_dir=cache, engine=engine)
            for t in runnable}
     cons = {k: db.connect() for k, db in dbs.items()}
@@ -80,13 +83,13 @@ def engine_costs(tasks, engine: str, cache: Path, rounds: int) -> dict:
     actions = {t.id: [f"<solution>{t.answer}</solution>"] for t in runnable}
 
     sql_reward._gold_cached.cache_clear()
-    cold = [_timed(lambda: reward(t, Trajectory(), actions[t.id])) for t in runnable]
+    cold = [_timed(lambda: protocol.grade(reward, t, actions[t.id], Trajectory())) for t in runnable]
     bare, executor, warm = [], [], []
     for t in runnable:
         con, trajectory = cons[t.meta["db_id"]], Trajectory()
         steps = (lambda: con.execute(text[t.id]).fetchall(),
                  lambda: run_query(con, t.answer, timeout_s=30, max_rows=TOOL_ROWS),
-                 lambda: reward(t, trajectory, actions[t.id]))
+                 lambda: protocol.grade(reward, t, actions[t.id], trajectory))
         for step in steps:  # same state for all three: statement prepared, pages cached
             step()
         best = [math.inf] * 3
