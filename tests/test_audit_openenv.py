@@ -129,8 +129,12 @@ def test_a_remote_that_hangs_is_a_timeout_never_paid(tmp_path):
 def test_a_wrapper_that_trusts_echoed_text_forges(honest, monkeypatch):
     """Weaken our own side: observations encoded as trusted text, so the echoed control
     tokens become their ids; the audit must say so."""
+    from tir_envs.chat import seams
     from tir_envs.codec import Codec
     monkeypatch.setattr(Codec, "encode_untrusted", Codec.encode)
+    trusted = lambda tok, pieces: seams._encode_whole(tok, "".join(t for t, _ in pieces))  # noqa: E731
+    for family in ("template", "qwen3", "harmony"):  # chat turns: content encoded as glue
+        monkeypatch.setattr(f"tir_envs.chat.{family}.encode_pieces", trusted)
     report = remote_audit(honest, by_name("remote.control_tokens"))
     (result,) = report.probes
     assert result.verdict == FORGES, report.to_markdown()

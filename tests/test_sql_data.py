@@ -15,6 +15,7 @@ from tir_envs.data.loaders import DatasetError
 from tir_envs.data.spider import (SPIDER_DATABASES, SPIDER_QUESTIONS, load_spider,
                                   load_sql_file, spider_databases, spider_dir)
 from tir_envs.data.sql_records import load_sql_records, record_style
+from tests.sql_helpers import SQL_PROTOCOL
 from tir_envs.rewards.sql import GoldQueryError, SQLReward, match
 from tir_envs.trajectory import Trajectory
 
@@ -61,7 +62,7 @@ def test_world_1_numeric_columns_hold_no_text():
 def test_oracle_every_gold_scores_1_against_itself_on_the_default_engine():
     reward, failures, nonempty = SQLReward(), [], 0
     for t in TASKS:
-        result = reward(t, Trajectory(), [f"<solution>{t.answer}</solution>"])
+        result = SQL_PROTOCOL.grade(reward, t, [f"<solution>{t.answer}</solution>"], Trajectory())
         if result.value != 1.0 or result.correct is not True:
             failures.append((t.id, result.components))
         with spider_db(t.meta["db_id"]).connection() as con:
@@ -140,7 +141,7 @@ def test_loader_reads_every_record_style(tmp_path, db_dir):
     assert tasks[3].meta["db_path"].endswith("SynSQL-2.5M/databases/singer/singer.sqlite")
     reward = SQLReward()
     for t in tasks:  # each gold runs on its database (SQLite) and matches itself
-        assert reward(t, Trajectory(), [f"<solution>{t.answer}</solution>"]).correct is True
+        assert SQL_PROTOCOL.grade(reward, t, [f"<solution>{t.answer}</solution>"], Trajectory()).correct is True
     assert record_style({"reward_spec": {}, "prompt": []}) == "skyrl"
 
 
