@@ -148,11 +148,9 @@ def test_the_qwen3_ledgers_think_and_hide_what_is_inside_reasoning(qwen3_ledgers
             assert r["correct"] is True and calls >= 1, setting
         if case == "think":
             assert statuses[0] != "ok", setting  # the call inside reasoning did not run
-            if len(statuses) == 1:  # the policy ended its turn inside the block: by Qwen3's
-                # one reasoning rule (vLLM's parser) an unclosed block at the policy's own end
-                # is content, so the answer is read as a server would show it
-                assert r["correct"] is True, setting
-            else:  # paused at the stop string: the env closes the block
+            # a turn the policy ended inside the block is content by Qwen3's one reasoning
+            # rule (vLLM's parser; tests/test_chat_defects.py): graded as a server shows it
+            if len(statuses) > 1:  # paused at the stop string: the env closes the block
                 env = ids[mask.index(0):]
                 assert env[0] == close and mask[mask.index(0)] == 0, setting
     split = {s for (s, c), r in qwen3_ledgers.items() if c == "cut" and "\ufffd" in

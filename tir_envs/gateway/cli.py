@@ -10,7 +10,6 @@ ANTHROPIC_API_KEY=KEY claude -p ...``).  Every finished episode's trajectories g
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import secrets
@@ -66,11 +65,15 @@ def run(args: argparse.Namespace) -> int:
                  model=args.model, aliases=tuple(args.alias), host=args.host,
                  port=args.port, allowed_origins=tuple(args.allow_origin),
                  admin_token=token)
+    import asyncio  # here: `tir-envs --help` reads add_arguments without starting a loop
+
     asyncio.run(_serve(gw, args))
     return 0
 
 
 async def _serve(gw: Any, args: argparse.Namespace) -> None:
+    import asyncio
+
     out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
 
     def write(result: Any) -> None:

@@ -26,7 +26,6 @@ by anyone on the network.  ``Guard`` is an ASGI middleware that, before the app 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hmac
 import ipaddress
@@ -228,11 +227,15 @@ def serve(app: Any, config: GuardConfig, what: str, out: Any = None,
           log_level: str = "warning") -> None:
     """Run ``app`` behind ``Guard`` with uvicorn until interrupted; print
     ``serving WHAT at URL`` once connections are accepted."""
+    import asyncio  # here: the command line's parser reads this module without a loop
+
     asyncio.run(serve_async(app, config, what, out, log_level))
 
 
 async def serve_async(app: Any, config: GuardConfig, what: str, out: Any = None,
                       log_level: str = "warning") -> None:
+    import asyncio
+
     import uvicorn
 
     guard = Guard(app, config)
