@@ -16,14 +16,15 @@ import pytest
 from tir_envs.tools.python.sandbox.interpreter import parse_source
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("tir_envs", "benchmarks", "trainers")
+#: the checkout's top-level folders, and the names they are installed under
+FOLDERS = {"tir_envs": "tir_envs", "trainers": "tir_envs.trainers", "benchmarks": "tir_envs.bench"}
 
 #: what sits above each part of the library (it may import neither these nor anything above
 #: them).  The ground floor (``tir_envs.task``) imports nothing of the project; the dataset
 #: loaders read a worked solution's box with the scanner in ``formats`` and IFEval's arguments
 #: with the schema in ``data.ifeval``, never a reward.
-_TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "benchmarks",
-        "trainers"}
+_TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "tir_envs.bench",
+        "tir_envs.trainers"}
 _RUNNERS = {"tir_envs.rollout", "tir_envs.registry", "tir_envs.env_factory"} | _TOP
 _ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
 _LIBRARY = {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards", "tir_envs.formats",
@@ -49,19 +50,20 @@ FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.rollout": _TOP,
     # the trainers read the suite catalogue from the data floor (``tir_envs.data.suites``),
     # never the benchmark harness; neither top package reaches into the other
-    "trainers": {"benchmarks", "tir_envs.cli"},
-    "benchmarks": {"trainers"},
+    "tir_envs.trainers": {"tir_envs.bench", "tir_envs.cli"},
+    "tir_envs.bench": {"tir_envs.trainers"},
     # an LLM judge reward: a reward part reaching a model through the policy backends, so it
     # sits above rewards and rollout, below the envs' registry and the top
     "tir_envs.judge": {"tir_envs.env", "tir_envs.envs", "tir_envs.registry"} | _TOP,
 }
-#: the command line assembles every part, so it alone may import ``benchmarks`` (shipped in the
-#: same distribution); nothing in the library imports the trainers.
-ALLOWED_UP = {("tir_envs.cli", "benchmarks")}
+#: the command line assembles every part, so it alone may import ``tir_envs.bench``; nothing in
+#: the library imports the trainers.
+ALLOWED_UP = {("tir_envs.cli", "tir_envs.bench")}
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[:1] = FOLDERS[parts[0]].split(".")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -84,21 +86,27 @@ def imports_of(path: Path, text: str | None = None) -> set[str]:
                 base = ".".join(anchor + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}
-    return {name for name in found if name.split(".")[0] in PACKAGES}
+    return {name for name in found if name.split(".")[0] == "tir_envs"}
 
 
 def source_files() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    """Each file once, by its folder (not again through ``tir_envs``'s links to the others)."""
+    links = [ROOT / "tir_envs" / "trainers", ROOT / "tir_envs" / "bench"]
+    return sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+                  if not any(link in p.parents for link in links))
 
 
 def part(module: str) -> str:
     """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package;
-    ``benchmarks.perf`` (measurement scripts, not shipped: they may time any part, trainers
+    ``tir_envs.bench.perf`` (measurement scripts, not shipped: they may time any part, trainers
     included) is a part of its own, on top of everything."""
     bits = module.split(".")
-    if bits[:2] == ["benchmarks", "perf"]:
-        return "benchmarks.perf"
+    if bits[:3] == ["tir_envs", "bench", "perf"]:
+        return "tir_envs.bench.perf"
     return ".".join(bits[:2]) if bits[0] == "tir_envs" and len(bits) > 1 else bits[0]
+
+
+_TOP_FOLDERS = ("tir_envs.trainers", "tir_envs.bench", "tir_envs.bench.perf")
 
 
 def upward_imports(sources: dict[Path, str | None]) -> list[str]:
@@ -110,7 +118,7 @@ def upward_imports(sources: dict[Path, str | None]) -> list[str]:
             dest = part(target)
             if dest == src or (src, dest) in ALLOWED_UP:
                 continue
-            outside_library = src.startswith("tir_envs") and dest in ("benchmarks", "trainers")
+            outside_library = src not in _TOP_FOLDERS and dest in _TOP_FOLDERS
             if dest in FORBIDDEN.get(src, set()) or outside_library:
                 bad.append(f"{path.relative_to(ROOT)} imports {target}")
     return bad
@@ -216,12 +224,12 @@ def test_no_two_modules_import_each_other():
 
 def test_the_module_loop_checker_sees_lazy_imports_and_not_package_parents():
     harness, ray = ROOT / "benchmarks/harness.py", ROOT / "benchmarks/ray_episodes.py"
-    lazy = {harness: "def f():\n    from benchmarks.ray_episodes import connect\n",
-            ray: "def g():\n    from benchmarks.harness import run\n"}
-    assert module_loops(lazy) == ["benchmarks/harness.py imports benchmarks.ray_episodes; "
-                                  "benchmarks/ray_episodes.py imports benchmarks.harness"]
-    parent = {ROOT / "benchmarks/__init__.py": "from benchmarks.scoring import x\n",
-              ROOT / "benchmarks/scoring.py": "from benchmarks import metrics\n"}
+    lazy = {harness: "def f():\n    from tir_envs.bench.ray_episodes import connect\n",
+            ray: "def g():\n    from tir_envs.bench.harness import run\n"}
+    assert module_loops(lazy) == ["benchmarks/harness.py imports tir_envs.bench.ray_episodes; "
+                                  "benchmarks/ray_episodes.py imports tir_envs.bench.harness"]
+    parent = {ROOT / "benchmarks/__init__.py": "from tir_envs.bench.scoring import x\n",
+              ROOT / "benchmarks/scoring.py": "from tir_envs.bench import metrics\n"}
     assert module_loops(parent) == []
 
 
@@ -252,9 +260,9 @@ def test_the_loop_checker_finds_long_loops():
      ["tir_envs.tools.sql", "tir_envs.tools.sql.database"]),
     ("tir_envs/tools/probe.py", "from ..rewards import base\n",
      ["tir_envs.rewards", "tir_envs.rewards.base"]),
-    ("tir_envs/rollout/probe.py", "import trainers.grpo\n", ["trainers.grpo"]),
-    ("trainers/common/probe.py", "def f():\n    from benchmarks.suites import SUITES\n",
-     ["benchmarks.suites", "benchmarks.suites.SUITES"]),
+    ("tir_envs/rollout/probe.py", "import tir_envs.trainers.grpo\n", ["tir_envs.trainers.grpo"]),
+    ("trainers/common/probe.py", "def f():\n    from tir_envs.bench.suites import SUITES\n",
+     ["tir_envs.bench.suites", "tir_envs.bench.suites.SUITES"]),
     ("tir_envs/envs/probe.py", "from tir_envs.task import Task\n", []),
 ])
 def test_the_checker_reports_upward_imports(where, code, expected):
@@ -262,15 +270,15 @@ def test_the_checker_reports_upward_imports(where, code, expected):
     assert upward_imports({ROOT / where: code}) == [f"{where} imports {m}" for m in expected]
 
 
-#: a project module named in a string (``import_module("benchmarks.cli")``, an entry point)
-_MODULE_STRING = re.compile(r"^(benchmarks|trainers)(\.\w+)+(:\w+)?$")
+#: a project module named in a string (``import_module("tir_envs.bench.cli")``, an entry point)
+_MODULE_STRING = re.compile(r"^(tir_envs\.bench|tir_envs\.trainers|benchmarks|trainers)(\.\w+)+(:\w+)?$")
 
 
 def test_library_loads_no_top_level_package_by_name():
-    """The library reaches ``benchmarks``/``trainers`` only through imports a reader sees,
-    never ``importlib.import_module("benchmarks.cli")`` or an entry-point string."""
+    """The library reaches ``tir_envs.bench``/``tir_envs.trainers`` only through imports a reader sees,
+    never ``importlib.import_module("tir_envs.bench.cli")`` or an entry-point string."""
     named = [f"{path.relative_to(ROOT)}: {node.value!r}"
-             for path in source_files() if module_name(path).startswith("tir_envs")
+             for path in source_files() if part(module_name(path)) not in _TOP_FOLDERS
              for node in ast.walk(parse_source(path.read_text()))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and _MODULE_STRING.match(node.value)]
@@ -278,13 +286,35 @@ def test_library_loads_no_top_level_package_by_name():
 
 
 def test_bench_command_is_a_visible_import_of_a_shipped_package():
-    """``tir-envs bench`` imports ``benchmarks.cli``, and pyproject ships ``benchmarks``."""
+    """``tir-envs bench`` imports ``tir_envs.bench.cli``, shipped with the ``tir_envs`` package."""
     import tomllib
 
-    import benchmarks.cli
+    import tir_envs.bench.cli
     from tir_envs.cli import SUBCOMMANDS
-    assert SUBCOMMANDS["bench"] is benchmarks.cli
-    assert ("benchmarks.cli" in imports_of(ROOT / "tir_envs" / "cli.py"))
+    assert SUBCOMMANDS["bench"] is tir_envs.bench.cli
+    assert ("tir_envs.bench.cli" in imports_of(ROOT / "tir_envs" / "cli.py"))
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = config["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert "benchmarks*" in include
+    assert include == ["tir_envs*"]
+    assert (ROOT / "tir_envs" / "bench").resolve() == ROOT / "benchmarks"
+    assert (ROOT / "tir_envs" / "trainers").resolve() == ROOT / "trainers"
+
+
+def test_nothing_uses_the_old_top_level_names():
+    """The checkout's ``trainers/`` and ``benchmarks/`` folders are imported only as
+    ``tir_envs.trainers`` and ``tir_envs.bench``: one module, one name (two names would load it
+    twice, with two copies of every class and registry)."""
+    old = [f"{path.relative_to(ROOT)} imports {name}"
+           for path in [*source_files(), *sorted((ROOT / "tests").rglob("*.py"))]
+           for name in _all_imports(path) if name.split(".")[0] in ("trainers", "benchmarks")]
+    assert old == []
+
+
+def _all_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(parse_source(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module or "")
+    return found

@@ -1,8 +1,8 @@
 """The ``tir-envs`` command.  Each subcommand lives in its own module with ``add_parser``.
 
 Subcommand modules import heavy dependencies inside their handlers, so ``tir-envs --help``
-stays fast and works with only the core install.  ``bench`` comes from the top-level
-``benchmarks`` package, which ships in the same distribution (pyproject's ``packages.find``):
+stays fast and works with only the core install.  ``bench`` comes from ``tir_envs.bench``
+(the checkout's top-level ``benchmarks/`` folder, installed under the ``tir_envs`` name):
 this module is the one place the library reaches up to it, as the command that assembles
 every part.
 
@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from types import ModuleType
 
-from benchmarks import cli as bench_cli
 from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
+from tir_envs.bench import cli as bench_cli
 from tir_envs.chat import check as chat_check
 from tir_envs.rollout import cli as rollout_cli
 from tir_envs.serving import cli as serve_cli
@@ -28,26 +27,6 @@ from tir_envs.tools.search import cli as index_cli
 from tir_envs.viewer import cli as view_cli
 
 
-
-def check_own_package(module: ModuleType) -> ModuleType:
-    """``module`` (``benchmarks.cli``) must come from this distribution, next to ``tir_envs``.
-
-    ``benchmarks`` and ``trainers`` are top-level packages (the project's fixed layout,
-    docs/benchmarks.md says why); another installed distribution with a package of the same
-    name, earlier on ``sys.path``, would shadow ours.  Said here, by name, instead of an
-    ``AttributeError`` deep in argparse."""
-    ours = Path(__file__).resolve().parents[1]
-    found = Path(module.__file__ or "").resolve()
-    if ours not in found.parents:
-        top = module.__name__.split(".")[0]
-        raise ImportError(f"the {top!r} package imported from {found.parent} is not tir-envs' "
-                          f"own (expected under {ours}): another installed package named "
-                          f"{top!r} shadows it. Uninstall that package, or put tir-envs first on "
-                          "sys.path (a fresh virtual environment does).")
-    return module
-
-
-check_own_package(bench_cli)
 
 # subcommand -> module exposing add_parser(subparsers)
 SUBCOMMANDS: dict[str, ModuleType] = {
