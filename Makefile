@@ -6,6 +6,12 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
 # The CPU build of torch: an unpinned torch pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
+# `make test` runs independent steps side by side: JOBS for make, TEST_WORKERS for pytest.
+# Editable installs write the project's metadata into this folder, so they take turns (flock);
+# without flock the venvs are built one after another.
+EDITABLE := $(shell command -v flock >/dev/null 2>&1 && echo flock $(CURDIR)/.venv-install.lock)
+JOBS   ?= $(if $(EDITABLE),-j3,-j1)
+TEST_WORKERS ?= 2
 
 # Trainer adapters: verl 0.9.1 (transformers < 5.11) and TRL 1.16.0 (transformers 5.17, the newest its vLLM range allows), each in
 # its own venv with the CPU torch installed first (docs/verl.md, docs/trl.md).
@@ -27,16 +33,16 @@ $(VENV)/.core: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tir-envs needs Python >= 3.11; $(PYTHON) is " + sys.version.split()[0] + ": run make PYTHON=python3.11 (or newer)")'
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) -U pip
-	$(PIP) -e .
+	$(EDITABLE) $(PIP) -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) $(TORCH)
-	$(PIP) -e ".[dev,search,dense,train,e2b,ray,mcp,openenv,chat,gateway]"
+	$(EDITABLE) $(PIP) -e ".[dev,search,dense,train,e2b,ray,mcp,openenv,chat,gateway]"
 	# pyserini only for its Anserini (Lucene) jar; its declared deps are neural-encoder
 	# stacks the BM25 path never imports (docs/search.md explains).
 	$(PIP) --no-deps pyserini==1.6.0
-	$(PIP) -e ".[openrlhf]" && $(PIP) --no-deps openrlhf==0.11.2  # OpenRLHF adapter (docs/openrlhf.md): its own deps pin CUDA builds
+	$(EDITABLE) $(PIP) -e ".[openrlhf]" && $(PIP) --no-deps openrlhf==0.11.2  # OpenRLHF adapter (docs/openrlhf.md): its own deps pin CUDA builds
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1; } || true  # bubblewrap: the Python sandbox's strongest isolation, optional (docs/sandbox.md)
 	@command -v npm >/dev/null && npm install --silent --prefix $(VENV)/npm @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 >/dev/null 2>&1 || true  # Claude Code and Codex, the CLI harnesses the gateway's test drives (tests/test_gateway_harness.py), optional
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -qq chromium chromium-driver || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } >/dev/null 2>&1; } || true  # a real browser for the trajectory viewer's page test (tests/test_viewer_browser.py), optional
@@ -49,26 +55,27 @@ demo: $(VENV)/.core
 	$(VENV)/bin/tir-envs demo
 
 # The verl and TRL adapters each need their own venv (their pins conflict): `make test` builds
-# both, runs the suite (tests/test_trainer_parity.py drives them through the venvs' pythons),
-# then each adapter's own tests in its venv.
-test: $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
-	$(VERL_PY) -m pytest -q -p no:cacheprovider $(VERL_TESTS)
-	$(TRL_PY) -m pytest -q -p no:cacheprovider $(TRL_TESTS)
-	$(MAKE) perf-smoke
-	$(PY) -m pytest -q  # last, so its summary closes the output
+# the three venvs side by side, runs each adapter's own tests in its venv beside the perf
+# scripts' quick mode (each one's output printed whole when it ends), then the suite
+# (tests/test_trainer_parity.py drives the adapters through the venvs' pythons) on
+# TEST_WORKERS processes (pytest-xdist).
+test:
+	$(MAKE) $(JOBS) $(VENV)/.dev $(VERL_VENV)/.ready $(TRL_VENV)/.ready
+	$(MAKE) $(JOBS) --output-sync=target test-verl test-trl perf-smoke
+	$(PY) -m pytest -q -n $(TEST_WORKERS)  # last, so its summary closes the output
 
 $(VERL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(VERL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl,mistral,chat,gateway]"
+	$(EDITABLE) $(VERL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,verl,mistral,chat,gateway]"
 	touch $@
 
 $(TRL_VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(TRL_VENV)
 	$(TRL_PY) -m pip install -q --disable-pip-version-check -U pip
 	$(TRL_PY) -m pip install -q --disable-pip-version-check $(TORCH)
-	$(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl,mistral,chat,gateway]"
+	$(EDITABLE) $(TRL_PY) -m pip install -q --disable-pip-version-check -e ".[dev,search,trl,mistral,chat,gateway]"
 	touch $@
 
 # Everything `make test` samples or leaves out, whole: the full chat conformance matrix and the
