@@ -112,6 +112,10 @@ CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>",
 
 def parse_completion(renderer: Any, text: str, prompt_text: str) -> Parsed:
     """``text`` (the sampled completion, end-of-turn removed) split with the family's rules."""
+    family = getattr(renderer, "family", None)
+    if family == "gpt-oss":
+        from tir_envs.gateway.library_families import parse_harmony
+        return parse_harmony(renderer, text)
     reasoning, rest = split_reasoning(renderer, text, prompt_text)
     out = Parsed(text=text, reasoning=reasoning, content=rest.strip())
     if not getattr(renderer, "renders_tools", False):
@@ -124,7 +128,10 @@ def parse_completion(renderer: Any, text: str, prompt_text: str) -> Parsed:
     good = [c for c in calls if c.name and not getattr(c, "error", None)]
     if not good:
         return out
-    out.tool_calls = [{"id": getattr(c, "call_id", None) or call_id(), "name": c.name,
+    new_id = call_id
+    if family == "mistral":  # mistral-common reads back only 9-character ids
+        from tir_envs.gateway.library_families import mistral_call_id as new_id
+    out.tool_calls = [{"id": getattr(c, "call_id", None) or new_id(), "name": c.name,
                        "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)}
                       for c in good]
     marks = [i for i in (rest.find(m) for m in CALL_MARKERS) if i >= 0]
