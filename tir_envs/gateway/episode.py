@@ -90,11 +90,9 @@ class EpisodeResult:
     #: what the client claims about its tools (results sent back, of them flagged as errors,
     #: results for calls the policy never made): never read by rewards or masks
     client_tools: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def breaks(self) -> int:
-        """History rewrites (a side conversation's opening is not one)."""
-        return sum(f.rewrite for f in self.forks)
+    #: history rewrites of the episode's own conversation: forks caused by the client or the
+    #: template (a side conversation's opening, or a fork inside one, is not counted)
+    breaks: int = 0
 
 
 class Episode:
@@ -221,13 +219,15 @@ class Episode:
                error: str | None = None) -> EpisodeResult:
         main = self.main_conversation()
         ledger = self.ledger
+        breaks = sum(f.rewrite and ledger.segments[f.segment].conversation == main
+                     for f in ledger.forks)
         own, side = [], []
         for seg in ledger.segments:
             if not seg.trajectory.num_policy_tokens:
                 continue
             seg.trajectory.metadata.update({"gateway": {
                 "episode": self.key_id, "segments": len(ledger.segments),
-                "breaks": ledger.breaks, "side": seg.conversation != main,
+                "breaks": breaks, "side": seg.conversation != main,
                 "conversation": seg.conversation, "overrides": dict(self.overrides)}})
             (own if seg.conversation == main else side).append(seg.trajectory)
         trajs = own + side if self.engine.side_segments == "train" else own
@@ -242,7 +242,7 @@ class Episode:
                              self.calls, dict(self.overrides), conversation,
                              last.content if last else None, agent_answer, error,
                              side_trajectories=side, tool_calls=ledger.emitted_calls(),
-                             client_tools=client)
+                             client_tools=client, breaks=breaks)
 
 
 def sampling_for(base: SamplingParams, renderer: Any) -> SamplingParams:
