@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from tir_envs.gateway.conversation import BadRequest, Message, Parsed, parse_completion
+from tir_envs.gateway.conversation import BadRequest, Message, Parsed
+from tir_envs.gateway.library_families import parse_family
 from tir_envs.gateway.ledger import (CLIENT_REWRITE, SIDE_CONVERSATION, TEMPLATE_RULE,
                                      EpisodeLedger, Fork, Segment)
 from tir_envs.rollout.policy import Generation, SamplingParams
@@ -204,7 +205,7 @@ class Episode:
         while body and body[-1] in stops:
             body.pop()
         tail = self.engine.decode(prompt_ids[-48:])
-        return parse_completion(self.engine.renderer, self.engine.decode(body), tail)
+        return parse_family(self.engine.renderer, self.engine.decode(body), tail)
 
     def _override(self, client: dict[str, Any]) -> None:
         """Count every client sampling setting the run's settings replaced."""

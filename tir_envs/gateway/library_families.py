@@ -28,7 +28,7 @@ import secrets
 from typing import Any, Callable
 
 from tir_envs.chat.reasoning import harmony_messages
-from tir_envs.gateway.conversation import Message, Parsed
+from tir_envs.gateway.conversation import Message, Parsed, call_id, parse_completion
 
 Render = Callable[[list[Message], "list[dict] | None"], list[int]]
 
@@ -44,6 +44,16 @@ def library_render(renderer: Any) -> Render | None:
     if renderer.family == "mistral":
         return MistralServing(renderer)
     return None
+
+
+def parse_family(renderer: Any, text: str, prompt_text: str) -> Parsed:
+    """The completion read by its family's rules: harmony's channels for gpt-oss, Mistral's
+    ``[TOOL_CALLS]`` with 9-character ids, the others' reasoning block and call parser."""
+    if renderer.family == "gpt-oss":
+        return parse_harmony(renderer, text)
+    if renderer.family == "mistral":  # mistral-common reads back only 9-character ids
+        return parse_completion(renderer, text, prompt_text, mistral_call_id)
+    return parse_completion(renderer, text, prompt_text)
 
 
 def mistral_call_id() -> str:
@@ -112,11 +122,11 @@ def parse_harmony(renderer: Any, text: str) -> Parsed:
     said = [m.body for m in msgs if m.channel == "commentary" and not m.recipient]
     out = Parsed(text=text, reasoning=reasoning or None,
                  content="".join(final or said).strip())
-    good = [c for c in renderer.parse_calls(text) if c.name and not c.error]
-    bad = [c for c in renderer.parse_calls(text) if c.error]
+    calls = renderer.parse_calls(text)
+    good = [c for c in calls if c.name and not c.error]
+    bad = [c for c in calls if c.error]
     if bad and not good:
         out.parse_error = bad[0].error
-    from tir_envs.gateway.conversation import call_id
     out.tool_calls = [{"id": call_id(), "name": c.name,
                        "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)}
                       for c in good]
