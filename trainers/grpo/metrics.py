@@ -55,10 +55,12 @@ def gateway_tool_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     if not gateway:
         return {}
     results = [r for t in gateway for r in t.metadata.get("client_tool_results", [])]
+    # a forked episode is several trajectories: count per episode, not per segment
+    episodes = len({t.metadata["gateway"].get("episode", id(t)) for t in gateway})
     return {
-        "gateway/tool_calls_per_episode": float(np.mean([sum(len(u.tool_calls) for u in t.turns)
-                                                         for t in gateway])),
-        "gateway/client_reported/tool_results_per_episode": len(results) / len(gateway),
+        "gateway/tool_calls_per_episode": sum(len(u.tool_calls) for t in gateway
+                                              for u in t.turns) / episodes,
+        "gateway/client_reported/tool_results_per_episode": len(results) / episodes,
         "gateway/client_reported/tool_error_rate": (sum(r.get("is_error") is True
                                                         for r in results) / len(results)
                                                     if results else 0.0),
