@@ -19,8 +19,8 @@ from tests.gateway_agents import TOOLS, anthropic_sdk, chat_agent
 from tests.gateway_helpers import ANSWER, check_ledger
 from tests.test_gateway import make
 from tir_envs.task import Task
-from trainers.grpo.filtering import Group
-from trainers.grpo.metrics import rollout_metrics
+from tir_envs.trainers.grpo.filtering import Group
+from tir_envs.trainers.grpo.metrics import rollout_metrics
 
 TITLE = [{"role": "system", "content": "Write a five-word title for the user's request."},
          {"role": "user", "content": "Add the numbers, then answer."}]

@@ -22,9 +22,9 @@ from tests.gateway_helpers import ToolLoopPolicy  # noqa: E402
 from tir_envs.chat import resolve_renderer  # noqa: E402
 from tir_envs.codec import Codec  # noqa: E402
 from tir_envs.tokenizer import family_tokenizer  # noqa: E402
-from trainers.grpo.agent_rollout import AgentGRPOTrainer  # noqa: E402
-from trainers.grpo.agents_math import config  # noqa: E402
-from trainers.grpo.batch import build_batch  # noqa: E402
+from tir_envs.trainers.grpo.agent_rollout import AgentGRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.agents_math import config  # noqa: E402
+from tir_envs.trainers.grpo.batch import build_batch  # noqa: E402
 
 TASKS = [{"id": "keeps-history", "keep": True}, {"id": "drops-reasoning", "keep": False}]
 
@@ -82,7 +82,7 @@ def test_each_row_is_one_gateway_segment_exactly(rollout):
     assert stats[-1]["breaks"] == 2 * 2  # the dropping task: two forks in each episode
     assert stats[-1]["side_segments"] == 0
     # two calls an episode, forked or not (counted per episode, not per segment)
-    from trainers.grpo.metrics import rollout_metrics
+    from tir_envs.trainers.grpo.metrics import rollout_metrics
     assert rollout_metrics(groups)["gateway/tool_calls_per_episode"] == 2.0
     by_task = {g.key: len(g.trajectories) for g in groups}
     assert sorted(by_task.values()) == [2, 6]  # 1 segment a run vs 3 (forked) a run

@@ -66,13 +66,13 @@ def generate(tmp_path, labels, on_fork, adapt=None):
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from trainers.verl import gateway as module
+    from tir_envs.trainers.verl import gateway as module
 
     tok = family_tokenizer("qwen3")
     tmp_path.mkdir(parents=True, exist_ok=True)
     loops = tmp_path / "loops.yaml"
     loops.write_text(yaml.safe_dump([{
-        "name": "gateway_agent", "_target_": "trainers.verl.gateway.GatewayAgentLoop",
+        "name": "gateway_agent", "_target_": "tir_envs.trainers.verl.gateway.GatewayAgentLoop",
         "agent": "tests.test_verl_gateway:agent", "reward": "tests.test_verl_gateway:reward",
         "tasks": "tests.test_verl_gateway:TASKS", "renderer": "qwen3", "thinking": "on",
         "on_fork": on_fork}]))
@@ -187,8 +187,8 @@ def test_forks_are_refused_or_every_segment_trains_with_its_episodes_advantage(t
 def test_every_segment_needs_verls_v1_trainer():
     from omegaconf import OmegaConf
 
-    from trainers.common.env_config import ConfigError
-    from trainers.verl.gateway import check_verl_fork_rule
+    from tir_envs.trainers.common.env_config import ConfigError
+    from tir_envs.trainers.verl.gateway import check_verl_fork_rule
 
     assert check_verl_fork_rule("all", OmegaConf.create({"trainer": {"use_v1": True}})) == "all"
     assert check_verl_fork_rule("last", OmegaConf.create({"trainer": {"use_v1": False}})) == "last"

@@ -25,12 +25,12 @@ sample per episode in the group statistics, every segment trained with its episo
 advantage.  The segments are returned in ledger order, so the last is the one holding the final
 answer.  verl's legacy worker (``trainer.use_v1=False``) stacks one output per input row and
 copies the row's non-tensor fields (its GRPO ``uid``) positionally, so there ``on_fork`` is
-``error`` or ``last`` (``trainers.common.gateway_segments``); ``all`` is refused at start.
+``error`` or ``last`` (``tir_envs.trainers.common.gateway_segments``); ``all`` is refused at start.
 
 The agent-loop YAML entry names the pieces as import paths::
 
     - name: gateway_agent
-      _target_: trainers.verl.gateway.GatewayAgentLoop
+      _target_: tir_envs.trainers.verl.gateway.GatewayAgentLoop
       agent: my_package.agents:solve          # async def solve(task, base_url, api_key)
       reward: my_package.rewards:grade        # f(task, conversation) or a Reward
       tasks: my_package.tasks:BY_ID           # optional: label -> task (mapping or function)
@@ -41,17 +41,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from trainers.verl.agent_loop import TIRAgentLoop, row_label, plain
+from tir_envs.trainers.verl.agent_loop import TIRAgentLoop, row_label, plain
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
 from tir_envs.codec import Codec
 from tir_envs.rollout.policy import SamplingParams
 from tir_envs.user_modules import resolve
-from trainers.common.env_config import ConfigError
-from trainers.common.gateway_segments import (check_fork_rule, one_segment, own_segments,
+from tir_envs.trainers.common.env_config import ConfigError
+from tir_envs.trainers.common.gateway_segments import (check_fork_rule, one_segment, own_segments,
                                               task_for)
-from trainers.verl.policy import VerlServerPolicy
+from tir_envs.trainers.verl.policy import VerlServerPolicy
 
 
 #: verl's rules for a forked episode: refuse it, train its last segment, or every segment
