@@ -119,6 +119,8 @@ def sample_trajectory(result: Any, job: Job, seconds: float) -> Trajectory:
                           "gateway": {"episode": result.key_id, "calls": result.calls,
                                       "segments": len(result.trajectories),
                                       "breaks": result.breaks,
+                                      "tool_calls": result.tool_calls,
+                                      "client_tools": dict(result.client_tools),
                                       "overrides": dict(result.overrides),
                                       "agent_answer": None if result.agent_answer is None
                                       else str(result.agent_answer)[:2000]}})

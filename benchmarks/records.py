@@ -59,9 +59,18 @@ def tool_figures(traj: Trajectory) -> dict[str, Any]:
                 status = Status(r.get("status", "ok"))
                 errors += status.failed
                 infra += status is Status.INFRA_ERROR
-    return {"tool_counts": traj.tool_counts(), "tool_calls": traj.num_tool_calls,
-            "call_attempts": attempts, "invalid_calls": invalid, "tool_errors": errors,
-            "infra_errors": infra, "tool_latency_s": latencies}
+    out = {"tool_counts": traj.tool_counts(), "tool_calls": traj.num_tool_calls,
+           "call_attempts": attempts, "invalid_calls": invalid, "tool_errors": errors,
+           "infra_errors": infra, "tool_latency_s": latencies}
+    gateway = traj.metadata.get("gateway")
+    if isinstance(gateway, dict) and "tool_calls" in gateway:
+        # an agent's episode: its tools ran in the agent program, so the host saw only the
+        # calls the policy wrote and what the client reported back (its claims, labelled)
+        client = gateway.get("client_tools") or {}
+        out.update({"gateway_tool_calls": gateway["tool_calls"],
+                    "client_reported_tool_results": client.get("results", 0),
+                    "client_reported_tool_errors": client.get("errors", 0)})
+    return out
 
 
 def _gold(answer: Any) -> Any:

@@ -165,7 +165,7 @@ def tool_metrics(records: Sequence[Record]) -> dict[str, Any]:
     attempts = sum(r["call_attempts"] for r in records)
     correct = sum(bool(r["correct"]) for r in records)
     truth = [(r["tool_counts"], r["meta"].get("tool")) for r in records]
-    return {
+    return {**gateway_tools(records),
         "calls_per_episode": m.mean(r["tool_calls"] for r in records),
         "calls_by_tool": m.calls_by_tool([r["tool_counts"] for r in records]),
         "episodes_with_tool": m.mean(float(r["tool_calls"] > 0) for r in records),
@@ -182,6 +182,20 @@ def tool_metrics(records: Sequence[Record]) -> dict[str, Any]:
                    "ts_calls": sum(sum(c.values()) for c, t in truth if t is not None),
                    "ts_right": sum(c.get(t, 0) for c, t in truth if t is not None)},
     }
+
+
+def gateway_tools(records: Sequence[Record]) -> dict[str, Any]:
+    """Agent episodes (``bench --agent``): the calls the policy wrote per episode, and the
+    client-reported results and error rate (the agent's claims: reported, never graded)."""
+    agent = [r for r in records if "gateway_tool_calls" in r]
+    if not agent:
+        return {}
+    results = sum(r["client_reported_tool_results"] for r in agent)
+    return {"gateway": {
+        "calls_per_episode": m.mean(r["gateway_tool_calls"] for r in agent),
+        "client_reported_results_per_episode": results / len(agent),
+        "client_reported_tool_error_rate": sum(r["client_reported_tool_errors"] for r in agent)
+        / results if results else None}}
 
 
 def cost_metrics(records: Sequence[Record]) -> dict[str, dict[str, float]]:

@@ -152,7 +152,8 @@ async def langgraph_react(base_url: str, api_key: str) -> str:
     return state["messages"][-1].content
 
 
-async def anthropic_sdk(base_url: str, api_key: str, stream: bool = True) -> str:
+async def anthropic_sdk(base_url: str, api_key: str, stream: bool = True,
+                        is_error: bool | None = None) -> str:
     """The ``anthropic`` SDK: tools and extended thinking, streamed, blocks sent back whole."""
     import anthropic
     client = anthropic.AsyncAnthropic(base_url=base_url.removesuffix("/v1"), api_key=api_key,
@@ -172,8 +173,9 @@ async def anthropic_sdk(base_url: str, api_key: str, stream: bool = True) -> str
         uses = [b for b in reply.content if b.type == "tool_use"]
         if not uses:
             return "".join(b.text for b in reply.content if b.type == "text")
+        flag = {} if is_error is None else {"is_error": is_error}  # the client's own claim
         messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": u.id, "content": tool_add(**u.input)}
+            {"type": "tool_result", "tool_use_id": u.id, "content": tool_add(**u.input), **flag}
             for u in uses]})
     raise AssertionError("the agent never answered")
 

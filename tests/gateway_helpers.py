@@ -26,7 +26,10 @@ class ToolLoopPolicy:
 
     def __init__(self, tokenizer: Any, renderer: Any, calls: int = 2, logprob: float = -0.25,
                  tool: str = "add", arguments: Any = None):
+        from tir_envs.codec import Codec
         self.tokenizer, self.renderer, self.calls = tokenizer, renderer, calls
+        #: text to ids as the model samples them (control tokens as their ids: Mistral too)
+        self.encode = Codec(tokenizer).encode
         #: the tool it calls and its arguments at the k-th call (default: add(a=k, b=1))
         self.tool = tool
         self.arguments = arguments or (lambda k: {"a": k, "b": 1})
@@ -43,7 +46,11 @@ class ToolLoopPolicy:
         done = context.count("tool-said-")
         if done < self.calls:
             text = self.renderer.render_calls([(self.tool, self.arguments(done))])
+            # Mistral writes the call's id: a fresh one per call, as the model does
+            text = text.replace('"id": "call00000"', f'"id": "call{done:05d}"')
             return text if text.endswith(self.call_end) else text + self.call_end
+        if hasattr(self.renderer, "render_final"):  # gpt-oss: analysis, then the final channel
+            return self.renderer.render_final(ANSWER)
         reason = self.renderer.reasoning
         opened = reason is not None and context.rstrip().endswith(reason.open)
         think = "" if reason is None or self.renderer.thinking == "off" else (
@@ -55,7 +62,7 @@ class ToolLoopPolicy:
                        sampling: SamplingParams) -> Generation:
         self.seen.append(list(prompt_ids))
         text = self.action(self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False))
-        ids = self.tokenizer.encode(text, add_special_tokens=False)[:sampling.max_tokens]
+        ids = self.encode(text)[:sampling.max_tokens]
         return Generation(ids, [self.logprob] * len(ids), "stop")
 
 

@@ -46,7 +46,10 @@ def test_an_agent_is_benchmarked_through_the_gateway_with_the_suites_metrics(tmp
         # the agent claims \boxed{CORRECT}: recorded, never graded
         assert gw["agent_answer"].startswith("\\boxed{CORRECT}")
         assert r["answer"] == "5" and r["correct"] == (r["gold"] == "5")
+        # the agent's tools ran in the agent: the calls the policy wrote, the client's claims
+        assert r["gateway_tool_calls"] == 0 == r["client_reported_tool_results"]
     summary = json.loads((out / "summary.json").read_text())
+    assert '"client_reported_tool_error_rate"' in json.dumps(summary)
     assert json.loads((out / "run.json").read_text())["agent"] == \
         "tests.gateway_bench_agents:chat_answer_agent"
     assert summary  # the harness's report was written

@@ -2,8 +2,8 @@
 completions models), LangGraph's ReAct agent, the ``openai`` Responses API and the
 ``anthropic`` SDK with thinking, each streaming where it does by default.
 
-For each, on Qwen3 with thinking (the family whose prefix clients break most) and on Llama 3
-(no reasoning): the agent finishes, the ledger invariant holds at every call, and the episode
+For each, on Qwen3 with thinking (the family whose prefix clients break most), on Llama 3
+(no reasoning), on gpt-oss (harmony, through openai-harmony) and on Mistral (mistral-common): the agent finishes, the ledger invariant holds at every call, and the episode
 forks exactly where the client rewrote history.  The measured table is in docs/gateway.md
 (``python -m tests.gateway_conformance`` prints it).
 """
@@ -22,7 +22,8 @@ from tests.test_gateway import make
 DROPS_REASONING = {"agents-sdk-chat", "langgraph"}
 
 
-@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("llama-3", None)])
+@pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("llama-3", None),
+                                             ("gpt-oss", None), ("mistral", None)])
 def test_real_clients_keep_the_prefix_or_fork_where_they_rewrote_it(family, thinking):
     async def main():
         gw, policy = make(family, thinking)
@@ -38,8 +39,11 @@ def test_real_clients_keep_the_prefix_or_fork_where_they_rewrote_it(family, thin
         assert answer == ANSWER, name
         assert result.calls == 3, name
         check_ledger(result, seen)
-        forks = 2 if thinking == "on" and name in DROPS_REASONING else 0
+        reasons = thinking == "on" or family == "gpt-oss"
+        forks = 2 if reasons and name in DROPS_REASONING else 0
         assert result.breaks == forks, (name, [f.to_dict() for f in result.forks])
         for fork in result.forks:
-            assert "client changed history" in fork.reason
-            assert fork.ledger_text.split("⟦")[1].startswith("<think>")
+            assert fork.cause == "client_rewrite" and "client changed history" in fork.reason
+            # what the client dropped: the reasoning (Qwen3's <think>, harmony's analysis)
+            opener = "<think>" if family == "qwen3" else "<|channel|>analysis<|message|>"
+            assert fork.ledger_text.split("⟦")[1].startswith(opener)

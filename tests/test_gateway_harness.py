@@ -4,10 +4,11 @@ calls the harness's own shell tool once, then answers: Claude Code (npm
 Codex (npm ``@openai/codex``) in ``exec`` mode with the gateway as its Responses provider
 (``CODEX_HOME/config.toml``).
 
-Claude Code always streams ``/v1/messages?beta=true`` with its ~70 kB of tool schemas, a
+Claude Code runs with its nonessential traffic on: its side calls (a title) must come out as
+side conversations, not breaks.  It always streams ``/v1/messages?beta=true`` with its ~70 kB of tool schemas, a
 system entry and moving ``cache_control`` markers; the test checks it finishes with the
 policy's answer, that the tool really ran (its output reached the policy), and that the
-ledger holds at every call with no fork.  Codex streams ``/v1/responses`` with ``store``
+ledger holds at every call with no history rewrite.  Codex streams ``/v1/responses`` with ``store``
 false, replays its history whole (the reasoning as ``encrypted_content`` only) and declares a
 hosted ``web_search`` the gateway leaves out.  ``make test`` installs both into ``.venv/npm``
 when npm is present; without them the tests say so and skip.
@@ -21,6 +22,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -64,7 +66,7 @@ def test_claude_code_print_mode_through_the_gateway(tmp_path):
             _, key = gw.open_episode()
             env = {"ANTHROPIC_BASE_URL": gw.url, "ANTHROPIC_API_KEY": key,
                    "ANTHROPIC_MODEL": "tir-policy", "ANTHROPIC_SMALL_FAST_MODEL": "tir-policy",
-                   "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+                   "DISABLE_AUTOUPDATER": "1",
                    "HOME": str(tmp_path)}
             rc, out, err = await run([claude, "-p", "Run echo with the Bash tool, then answer.",
                                       "--allowedTools", "Bash", "--output-format", "json"],
@@ -73,11 +75,19 @@ def test_claude_code_print_mode_through_the_gateway(tmp_path):
             return json.loads(out), await gw.finish(key)
     report, result = asyncio.run(main())
     assert report["result"] == ANSWER and report["num_turns"] == 2
-    assert result.calls == 2 and result.breaks == 0
-    check_ledger(result, policy.seen)
-    # the Bash tool ran for real: its output is in the second prompt, as a tool response
-    assert "tool-said-0" in gw_text(tok, policy.seen[1][len(policy.seen[0]):])
-    assert len(policy.seen[0]) > 10_000  # Claude Code's system prompt and tool schemas
+    # its side calls (a title, with nonessential traffic on) are conversations of their own:
+    # side segments, token-exact, never a break nor the episode's sample
+    side = result.side_trajectories
+    assert result.breaks == 0 and len(result.trajectories) == 1
+    assert all(f.cause == "side_conversation" for f in result.forks)
+    assert result.calls == 2 + sum(len(t.turns) for t in side)
+    check_ledger(SimpleNamespace(trajectories=result.trajectories + side), policy.seen)
+    main = result.trajectories[0]
+    assert len(main.turns) == 2 and len(main.prompt_ids) > 10_000  # its prompt and schemas
+    # the Bash tool ran for real: its output is what the gateway inserted after the call
+    start, end = main.turns[0].observation_span
+    assert "tool-said-0" in gw_text(tok, main.token_ids[start:end])
+    assert result.client_tools["results"] == 1  # the result Claude Code sent back
 
 
 def test_codex_exec_through_the_gateway(tmp_path):

@@ -80,6 +80,10 @@ def test_each_row_is_one_gateway_segment_exactly(rollout):
     assert len(finished) == 4 and len(batch) == len(rows) == len(segments)
     assert {id(t) for t in rows} == {id(t) for t in segments}  # the gateway's own objects
     assert stats[-1]["breaks"] == 2 * 2  # the dropping task: two forks in each episode
+    assert stats[-1]["side_segments"] == 0
+    # two calls an episode, forked or not (counted per episode, not per segment)
+    from tir_envs.trainers.grpo.metrics import rollout_metrics
+    assert rollout_metrics(groups)["gateway/tool_calls_per_episode"] == 2.0
     by_task = {g.key: len(g.trajectories) for g in groups}
     assert sorted(by_task.values()) == [2, 6]  # 1 segment a run vs 3 (forked) a run
     for i, t in enumerate(rows):

@@ -6,8 +6,10 @@ on each row: the real ``openai`` SDK tool loop against a gateway over verl's LLM
 (``VerlServerPolicy``), the client answering from ``ToolLoopPolicy`` on Qwen3 (thinking on).
 Each row of verl's batch must be its episode's gateway segment token for token: prompt ids,
 response ids, ``response_mask`` (the segment's loss mask), ``rollout_log_probs`` and the host's
-reward (``rm_scores``).  A forking agent is refused by default (verl stacks one sample per
-row) and gives its last segment with ``on_fork="last"``.
+reward (``rm_scores``).  A forking agent is refused by default (verl's legacy worker stacks
+one sample per row) and gives its last segment with ``on_fork="last"``; ``on_fork="all"``
+gives every segment, as verl's v1 worker takes them, and verl's own v1 GRPO gives each the
+advantage of its episode.
 
 Runs in ``.venv-verl`` (``make test-verl``); skipped where verl is not installed.
 """
@@ -59,7 +61,7 @@ class Client:
         return TokenOutput(token_ids=g.token_ids, log_probs=g.logprobs, stop_reason="completed")
 
 
-def generate(tmp_path, labels, on_fork):
+def generate(tmp_path, labels, on_fork, adapt=None):
     import yaml
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -86,7 +88,8 @@ def generate(tmp_path, labels, on_fork):
 
     async def recording_run(self, *args, **kwargs):  # keep each loop's EpisodeResult
         try:
-            return await run(self, *args, **kwargs)
+            out = await run(self, *args, **kwargs)
+            return adapt(out) if adapt else out
         finally:
             results.append(self.result)
     module.GatewayAgentLoop.run = recording_run
@@ -133,12 +136,61 @@ def test_each_verl_row_is_its_gateway_segment(tmp_path):
                for rid in {p["request_id"] for p in client.params}) == [3, 3, 3, 3]
 
 
-def test_forks_are_refused_or_give_the_last_segment(tmp_path):
+def test_forks_are_refused_or_every_segment_trains_with_its_episodes_advantage(tmp_path):
+    """A fork is refused by default.  ``on_fork="all"``: the loop returns one verl output per
+    segment, each its segment token for token; verl's v1 GRPO
+    (``compute_advantage_for_multi_trajectories``, keys ``{uid}_{session}_{index}`` as its
+    TransferQueue worker writes them) computes the group from each episode's last output and
+    gives every segment its episode's advantage.  (The legacy worker run here stacks one output
+    a row: it is given the last, what ``on_fork="last"`` gives.)"""
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
     with pytest.raises(ValueError, match="on_fork='last'"):
         generate(tmp_path / "error", ["drop"], "error")
-    out, results, _ = generate(tmp_path / "last", ["drop", "drop"], "last")
-    assert [len(r.trajectories) for r in results] == [3, 3]
+    lists = []
+
+    def last_of(outs):
+        lists.append(outs)
+        return outs[-1]
+    out, results, _ = generate(tmp_path / "all", ["drop", "drop"], "all", adapt=last_of)
+    assert [len(r.trajectories) for r in results] == [3, 3] == [len(o) for o in lists]
     left = list(results)
     for row in vw.rows_of(out):
         same_segment(row, pop_match(left, row, -1).trajectories[-1])
-    assert out.non_tensor_batch["gateway/dropped_segments"].tolist() == [2.0, 2.0]
+    for outs in lists:  # every output is its segment (the episodes differ by their reward)
+        r = next(r for r in results if r.trajectories[-1].prompt_ids == outs[-1].prompt_ids
+                 and r.reward == outs[-1].reward_score)
+        for o, seg in zip(outs, r.trajectories):
+            assert o.prompt_ids == seg.prompt_ids and o.response_ids == seg.token_ids
+            assert o.response_mask == list(seg.loss_mask) and o.reward_score == r.reward
+    rows = [o for outs in lists for o in outs]
+    keys = [f"u_{s}_{i}" for s, outs in enumerate(lists) for i in range(len(outs))]
+    assert sorted(outs[-1].reward_score for outs in lists) == [0.0, 1.0]
+    mask = torch.zeros(len(rows), max(len(o.response_ids) for o in rows))
+    scores = torch.zeros_like(mask)
+    for r, o in enumerate(rows):
+        mask[r, :len(o.response_mask)] = torch.tensor(o.response_mask, dtype=torch.float32)
+        scores[r, len(o.response_ids) - 1] = o.reward_score
+    data = DataProto.from_dict(tensors={"response_mask": mask, "token_level_rewards": scores},
+                               non_tensors={"uid": ["u"] * len(rows)})
+    adv = compute_advantage_for_multi_trajectories(
+        data, keys, core_algos.AdvantageEstimator.GRPO).batch["advantages"]
+    for r, o in enumerate(rows):
+        values = set(adv[r][mask[r] > 0].tolist())
+        assert len(values) == 1  # one advantage over the segment's sampled tokens
+        assert (values.pop() > 0) == (o.reward_score == 1.0)
+
+
+def test_every_segment_needs_verls_v1_trainer():
+    from omegaconf import OmegaConf
+
+    from tir_envs.trainers.common.env_config import ConfigError
+    from tir_envs.trainers.verl.gateway import check_verl_fork_rule
+
+    assert check_verl_fork_rule("all", OmegaConf.create({"trainer": {"use_v1": True}})) == "all"
+    assert check_verl_fork_rule("last", OmegaConf.create({"trainer": {"use_v1": False}})) == "last"
+    with pytest.raises(ConfigError, match="use_v1"):
+        check_verl_fork_rule("all", OmegaConf.create({"trainer": {"use_v1": False}}))

@@ -12,7 +12,8 @@ Public API::
 
     Gateway(policy, *, tokenizer=None, renderer=None, thinking=None, sampling=None,
             model="tir-policy", aliases=(), reward=None, protocol=None, host="127.0.0.1", port=0,
-            max_body_bytes=8 MiB, allowed_origins=(), render=None, admin_token=None)
+            max_body_bytes=8 MiB, allowed_origins=(), render=None, admin_token=None,
+            side_segments="skip")
         async with Gateway(...) as gw:           # or await gw.start() / await gw.aclose()
             base_url, api_key = gw.open_episode(task)   # base_url ends in /v1
             ...                                   # the agent calls base_url with api_key
@@ -22,9 +23,12 @@ Public API::
     EpisodeResult: key_id, task, trajectories (one Trajectory per trainable segment), reward,
         forks (list[Fork]), breaks, calls, overrides (client sampling fields replaced: count),
         conversation (last request + final completion), answer (the policy's final content),
-        agent_answer (what the agent returned: recorded, never graded), error
+        agent_answer (what the agent returned: recorded, never graded), error,
+        side_trajectories (segments of side conversations), tool_calls (the policy's calls),
+        client_tools (the client's claims about its tools: results, errors, flagged, unmatched)
     Fork: segment, parent, at (first differing token), parent_tokens, request_tokens,
-        ledger_text, request_text (decoded around ``at``), reason
+        ledger_text, request_text (decoded around ``at``), reason, cause (client_rewrite,
+        template_rule or side_conversation; ``rewrite``: one of the first two)
     AgentSource(gateway, agent, *, concurrency=64, timeout_s=None)
         async for result in source.run(tasks): ...         # EpisodeResult, as each finishes
         await source.collect(tasks) -> list[EpisodeResult]
@@ -34,6 +38,7 @@ Public API::
 Modules: ``server`` (Gateway, routes, guards), ``episode`` (one episode: render, place,
 generate, parse), ``ledger`` (segments and forks), ``conversation`` (the wire-neutral messages,
 completions parsed back), ``render`` (the serving render encoded piece by piece),
+``library_families`` (gpt-oss through openai-harmony, Mistral through mistral-common),
 ``chat_completions`` / ``responses`` / ``anthropic_messages`` (one per wire API), ``sse``,
 ``handles`` (the gateway's own reasoning signatures), ``rewards`` (host-side), ``source``
 (AgentSource), ``cli`` (``tir-envs serve gateway``).

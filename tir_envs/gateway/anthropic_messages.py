@@ -64,8 +64,11 @@ def _user(blocks: list, where: str) -> list[Message]:
     for j, b in enumerate(blocks):
         kind = b.get("type") if isinstance(b, dict) else None
         if kind == "tool_result":
-            out.append({"role": "tool", "tool_call_id": b.get("tool_use_id") or "",
-                        "content": text_of(b.get("content"), f"{where}.content[{j}]")})
+            result = {"role": "tool", "tool_call_id": b.get("tool_use_id") or "",
+                      "content": text_of(b.get("content"), f"{where}.content[{j}]")}
+            if isinstance(b.get("is_error"), bool):  # the client's claim: metrics only
+                result["is_error"] = b["is_error"]
+            out.append(result)
         elif kind == "text":
             text.append(b.get("text") or "")
         else:

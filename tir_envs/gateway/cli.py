@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write finished episodes' trajectories here (JSONL)")
     p.add_argument("--allow-origin", action="append", default=[],
                    help="an Origin (web page) allowed to call the gateway")
+    p.add_argument("--side-segments", choices=("skip", "train"), default="skip",
+                   help="segments of side conversations (a harness's title call): left out "
+                        "of the trainable trajectories (skip) or kept (train)")
     p.set_defaults(func=run)
 
 
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                                          temperature=args.temperature),
                  model=args.model, aliases=tuple(args.alias), host=args.host,
                  port=args.port, allowed_origins=tuple(args.allow_origin),
-                 admin_token=token)
+                 admin_token=token, side_segments=args.side_segments)
     import asyncio  # here: `tir-envs --help` reads add_arguments without starting a loop
 
     asyncio.run(_serve(gw, args))
@@ -81,7 +84,9 @@ async def _serve(gw: Any, args: argparse.Namespace) -> None:
             for traj in result.trajectories:
                 out.write(traj.to_json() + "\n")
             out.flush()
-        print(f"episode {result.key_id}: {result.calls} calls, {result.breaks} breaks, "
+        side = f", {len(result.side_trajectories)} side segments" \
+            if result.side_trajectories else ""
+        print(f"episode {result.key_id}: {result.calls} calls, {result.breaks} breaks{side}, "
               f"reward {result.reward}", flush=True)
     gw.on_finish.append(write)
     await gw.start()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tir_envs.chat.reasoning import ends_inside
 
@@ -110,8 +110,11 @@ CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>",
                 "<\uff5ctool\u2581calls\u2581begin\uff5c>")
 
 
-def parse_completion(renderer: Any, text: str, prompt_text: str) -> Parsed:
-    """``text`` (the sampled completion, end-of-turn removed) split with the family's rules."""
+def parse_completion(renderer: Any, text: str, prompt_text: str,
+                     new_id: Callable[[], str] = call_id) -> Parsed:
+    """``text`` (the sampled completion, end-of-turn removed) split with the family's rules;
+    a call the policy gave no id gets ``new_id()``.  gpt-oss has its own reading
+    (``library_families.parse_family``)."""
     reasoning, rest = split_reasoning(renderer, text, prompt_text)
     out = Parsed(text=text, reasoning=reasoning, content=rest.strip())
     if not getattr(renderer, "renders_tools", False):
@@ -124,7 +127,7 @@ def parse_completion(renderer: Any, text: str, prompt_text: str) -> Parsed:
     good = [c for c in calls if c.name and not getattr(c, "error", None)]
     if not good:
         return out
-    out.tool_calls = [{"id": getattr(c, "call_id", None) or call_id(), "name": c.name,
+    out.tool_calls = [{"id": getattr(c, "call_id", None) or new_id(), "name": c.name,
                        "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)}
                       for c in good]
     marks = [i for i in (rest.find(m) for m in CALL_MARKERS) if i >= 0]

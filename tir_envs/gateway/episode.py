@@ -17,12 +17,18 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from tir_envs.gateway.conversation import BadRequest, Message, Parsed, parse_completion
-from tir_envs.gateway.ledger import EpisodeLedger, Fork, Segment
+from tir_envs.gateway.conversation import BadRequest, Message, Parsed
+from tir_envs.gateway.library_families import parse_family
+from tir_envs.gateway.ledger import (CLIENT_REWRITE, SIDE_CONVERSATION, TEMPLATE_RULE,
+                                     EpisodeLedger, Fork, Segment)
 from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.trajectory import Trajectory
 
 Render = Callable[[list[Message], "list[dict] | None"], list[int]]
+
+#: what a finished episode does with the segments of its side conversations (``train``: they
+#: are samples like the others; ``skip``: kept in ``EpisodeResult.side_trajectories`` only)
+SIDE_SEGMENTS = ("skip", "train")
 
 #: client sampling fields the run overrides: wire name -> SamplingParams field
 CLIENT_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
@@ -39,6 +45,7 @@ class Engine:
     render: Render
     sampling: SamplingParams
     tokenizer: Any
+    side_segments: str = "skip"
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
@@ -76,10 +83,17 @@ class EpisodeResult:
     agent_answer: Any = None
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def breaks(self) -> int:
-        return len(self.forks)
+    #: segments of the episode's side conversations (``Engine.side_segments``: ``skip`` keeps
+    #: them here only, ``train`` in ``trajectories`` too)
+    side_trajectories: list[Trajectory] = field(default_factory=list)
+    #: tool calls the policy wrote (parsed from its tokens), over every segment
+    tool_calls: int = 0
+    #: what the client claims about its tools (results sent back, of them flagged as errors,
+    #: results for calls the policy never made): never read by rewards or masks
+    client_tools: dict[str, int] = field(default_factory=dict)
+    #: history rewrites of the episode's own conversation: forks caused by the client or the
+    #: template (a side conversation's opening, or a fork inside one, is not counted)
+    breaks: int = 0
 
 
 class Episode:
@@ -98,6 +112,10 @@ class Episode:
         self.overrides: dict[str, int] = {}
         self.conversation: list[Message] = []
         self.last: Parsed | None = None
+        #: per conversation of the episode (a side call opens another): its opening system
+        #: text -> index, and its last request with the answer, and that answer
+        self.openings: dict[tuple, int] = {}
+        self.histories: dict[int, tuple[list[Message], Parsed]] = {}
         #: Responses API: response id -> its conversation (for previous_response_id)
         self.responses: dict[str, list[Message]] = {}
         self.opened = time.monotonic()
@@ -121,6 +139,7 @@ class Episode:
                 raise BadRequest("this episode has ended; open a new one", 410,
                                  "episode_ended")
             seg, fork = self._place(ids, messages)
+            self.ledger.client_results(messages)
             gen = await engine.policy.generate(list(seg.context), [], engine.sampling)
             parsed = self._parse(gen, ids)
             self.ledger.record(seg, gen.token_ids, gen.logprobs,
@@ -129,26 +148,56 @@ class Episode:
             self.calls += 1
             self.conversation = list(messages) + [parsed.message()]
             self.last = parsed
+            self.histories[seg.conversation] = (self.conversation, parsed)
         finish = "length" if gen.finish_reason == "length" else \
             "tool_calls" if parsed.tool_calls else "stop"
         return Completion(parsed, list(gen.token_ids), finish, len(ids), seg.index, fork)
 
     def _place(self, ids: list[int], messages: list[Message]) -> tuple[Segment, Fork | None]:
         before = len(self.ledger.segments)
-        seg = self.ledger.place(ids, lambda: self._why(messages))
+        opening = _opening(messages)
+        conv = self.openings.get(opening)
+        seg = self.ledger.place(ids, lambda: self._why(messages, conv))
         fork = seg.fork if len(self.ledger.segments) > before else None
+        if fork is not None or before == 0:
+            seg.conversation = len(self.openings) if conv is None else conv
+        self.openings.setdefault(opening, seg.conversation)
         return seg, fork
 
-    def _why(self, messages: list[Message]) -> str:
-        """Why a render may not extend the ledger: did the client send back what it got?"""
-        if self.last is None:
-            return "new conversation"
-        i = len(self.conversation) - 1
+    def _why(self, messages: list[Message], conv: int | None) -> tuple[str, str]:
+        """Why a render does not extend the ledger: another conversation (a system prompt no
+        segment opened with), or history the client or the template rewrote (did the client
+        send back what it got?)."""
+        if conv is None:
+            return SIDE_CONVERSATION, ("another conversation on this key (its system prompt "
+                                       "opened no segment): a side call, not a rewrite")
+        if conv not in self.histories:
+            return CLIENT_REWRITE, "client changed history (a conversation restarted)"
+        answered = self.histories[conv][0]
+        i = len(answered) - 1
         same = len(messages) > i and all(
-            _comparable(m) == _comparable(n) for m, n in zip(messages[:i + 1], self.conversation))
+            _comparable(m) == _comparable(n) for m, n in zip(messages[:i + 1], answered))
         if same:
-            return "template re-rendered history the client sent back unchanged"
-        return "client changed history (edited, dropped or reordered messages or reasoning)"
+            return TEMPLATE_RULE, "template re-rendered history the client sent back unchanged"
+        return CLIENT_REWRITE, ("client changed history (edited, dropped or reordered messages "
+                                "or reasoning)")
+
+    def main_conversation(self) -> int:
+        """The episode's own conversation: the one with the most calls (the first on a tie);
+        the others are side conversations (a harness's title or summary calls)."""
+        calls: dict[int, int] = {}
+        for seg in self.ledger.segments:
+            calls[seg.conversation] = calls.get(seg.conversation, 0) + seg.calls
+        return min(calls, key=lambda c: (-calls[c], c)) if calls else 0
+
+    def final(self) -> tuple[list[Message], Parsed | None, Trajectory | None]:
+        """The main conversation's last request with its answer, the answer, and its last
+        trainable segment: what a host reward grades (never a side call's answer)."""
+        main = self.main_conversation()
+        conversation, last = self.histories.get(main, (self.conversation, self.last))
+        segs = [s.trajectory for s in self.ledger.segments
+                if s.conversation == main and s.trajectory.num_policy_tokens]
+        return conversation, last, segs[-1] if segs else None
 
     def _parse(self, gen: Generation, prompt_ids: list[int]) -> Parsed:
         stops = set(self.engine.sampling.stop_token_ids)
@@ -156,7 +205,7 @@ class Episode:
         while body and body[-1] in stops:
             body.pop()
         tail = self.engine.decode(prompt_ids[-48:])
-        return parse_completion(self.engine.renderer, self.engine.decode(body), tail)
+        return parse_family(self.engine.renderer, self.engine.decode(body), tail)
 
     def _override(self, client: dict[str, Any]) -> None:
         """Count every client sampling setting the run's settings replaced."""
@@ -169,21 +218,48 @@ class Episode:
 
     def result(self, reward: float | None, agent_answer: Any = None,
                error: str | None = None) -> EpisodeResult:
-        trajs = self.ledger.trajectories()
-        for traj in trajs:
-            traj.metadata.update({"gateway": {"episode": self.key_id,
-                                              "segments": len(self.ledger.segments),
-                                              "breaks": len(self.ledger.forks),
-                                              "overrides": dict(self.overrides)}})
-        return EpisodeResult(self.key_id, self.task, trajs, reward, self.ledger.forks,
-                             self.calls, dict(self.overrides), self.conversation,
-                             self.last.content if self.last else None, agent_answer, error)
+        main = self.main_conversation()
+        ledger = self.ledger
+        breaks = sum(f.rewrite and ledger.segments[f.segment].conversation == main
+                     for f in ledger.forks)
+        own, side = [], []
+        for seg in ledger.segments:
+            if not seg.trajectory.num_policy_tokens:
+                continue
+            seg.trajectory.metadata.update({"gateway": {
+                "episode": self.key_id, "segments": len(ledger.segments),
+                "breaks": breaks, "side": seg.conversation != main,
+                "conversation": seg.conversation, "overrides": dict(self.overrides)}})
+            (own if seg.conversation == main else side).append(seg.trajectory)
+        trajs = own + side if self.engine.side_segments == "train" else own
+        trajs.sort(key=lambda t: t.metadata["segment"])
+        conversation, last, _ = self.final()
+        results = [r for s in ledger.segments
+                   for r in s.trajectory.metadata.get("client_tool_results", [])]
+        client = {"results": len(results), "errors": sum(r["is_error"] is True for r in results),
+                  "flagged": sum(r["is_error"] is not None for r in results),
+                  "unmatched": ledger.unmatched_results}
+        return EpisodeResult(self.key_id, self.task, trajs, reward, ledger.forks,
+                             self.calls, dict(self.overrides), conversation,
+                             last.content if last else None, agent_answer, error,
+                             side_trajectories=side, tool_calls=ledger.emitted_calls(),
+                             client_tools=client, breaks=breaks)
 
 
 def sampling_for(base: SamplingParams, renderer: Any) -> SamplingParams:
     """The run's sampling with the family's end-of-turn ids as stops."""
     stops = tuple(dict.fromkeys(tuple(base.stop_token_ids) + tuple(renderer.stop_token_ids())))
     return replace(base, stop_token_ids=stops)
+
+
+def _opening(messages: list[Message]) -> tuple:
+    """What tells one conversation from another: the system text it opens with."""
+    out = []
+    for m in messages:
+        if m.get("role") != "system":
+            break
+        out.append((m.get("content") or "").strip())
+    return tuple(out)
 
 
 def _comparable(msg: Message) -> tuple:

@@ -8,7 +8,8 @@ at special tokens and encodes only the pieces it has not seen (the system prompt
 schemas every episode shares, and each earlier turn, are cached), giving exactly the ids
 ``tir_envs.chat.served.serving_renderer`` gives.  It applies only where that holds: a
 tokenizer with a chat template whose special tokens neither strip nor are normalised;
-otherwise ``serving_render`` returns the whole-text render.
+otherwise ``serving_render`` returns the whole-text render.  gpt-oss and Mistral have no chat
+template to trust: their library renders them (``library_families.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ CACHE_TOKENS = 1 << 20
 
 
 def serving_render(renderer: Any) -> Any:
-    """``(messages, tools) -> ids`` as a server renders them, as fast as it can be exact."""
+    """``(messages, tools) -> ids`` as a server renders them, as fast as it can be exact
+    (gpt-oss and Mistral: through their own library, as their servers render them)."""
+    from tir_envs.gateway.library_families import library_render
+
+    library = library_render(renderer)
+    if library is not None:
+        return library
     tok = renderer.tokenizer
     if getattr(tok, "chat_template", None) and PieceRender.applies(tok):
         return PieceRender(renderer)

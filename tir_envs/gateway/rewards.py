@@ -43,7 +43,8 @@ class HostReward:
             return None
         if isinstance(self.reward, Reward):
             return self._graded(episode)
-        value = self.reward(episode.task, [dict(m) for m in episode.conversation])
+        conversation = episode.final()[0]  # the main conversation's, never a side call's
+        value = self.reward(episode.task, [dict(m) for m in conversation])
         if inspect.isawaitable(value):
             value = await value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -53,9 +54,8 @@ class HostReward:
 
     def _graded(self, episode: Any) -> float:
         # the visible answer: reasoning and call syntax removed (what the policy answered)
-        text = episode.last.content if episode.last is not None else ""
-        segs = episode.ledger.trajectories()
-        traj = segs[-1] if segs else None
+        _, last, traj = episode.final()  # the main conversation's last answer and segment
+        text = last.content if last is not None else ""
         answer = self.protocol.read(episode.task, [text])
         result = self.reward.score(episode.task, traj, answer)
         if traj is not None:

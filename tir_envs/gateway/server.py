@@ -20,7 +20,8 @@ from aiohttp import web
 
 from tir_envs.codec import Codec
 from tir_envs.gateway.conversation import BadRequest
-from tir_envs.gateway.episode import Engine, Episode, EpisodeResult, sampling_for
+from tir_envs.gateway.episode import (SIDE_SEGMENTS, Engine, Episode, EpisodeResult,
+                                      sampling_for)
 from tir_envs.gateway.rewards import HostReward
 from tir_envs.rollout.policy import PolicyError, SamplingParams
 
@@ -34,7 +35,9 @@ class Gateway:
 
     ``async with Gateway(policy, tokenizer=tok) as gw:`` starts it on ``host:port`` (port 0: a
     free one); ``gw.open_episode(task)`` gives ``(base_url, api_key)`` for one agent run and
-    ``await gw.finish(api_key)`` its ``EpisodeResult``.
+    ``await gw.finish(api_key)`` its ``EpisodeResult``.  ``side_segments``: ``skip`` (default)
+    leaves the segments of side conversations (a harness's title call) out of the result's
+    trainable ``trajectories``, ``train`` keeps them (docs/gateway.md).
     """
 
     def __init__(self, policy: Any, *, tokenizer: Any = None, renderer: Any = None,
@@ -44,7 +47,7 @@ class Gateway:
                  port: int = 0,
                  max_body_bytes: int = MAX_BODY_BYTES,
                  allowed_origins: tuple[str, ...] = (), render: Any = None,
-                 admin_token: str | None = None):
+                 admin_token: str | None = None, side_segments: str = "skip"):
         from tir_envs.chat.registry import resolve_renderer
         from tir_envs.gateway.render import serving_render
         from tir_envs.tokenizer import load_tokenizer
@@ -52,8 +55,12 @@ class Gateway:
         tok = load_tokenizer(tokenizer if tokenizer is not None
                              else getattr(policy, "tokenizer", None))
         chat = resolve_renderer(tok, Codec(tok), renderer, thinking)
+        if side_segments not in SIDE_SEGMENTS:
+            raise ValueError(f"side_segments must be one of {list(SIDE_SEGMENTS)}, got "
+                             f"{side_segments!r}")
         self.engine = Engine(policy, chat, render or serving_render(chat),
-                             sampling_for(sampling or SamplingParams(), chat), tok)
+                             sampling_for(sampling or SamplingParams(), chat), tok,
+                             side_segments)
         self.models = (model, *aliases)
         self.reward = HostReward(reward, protocol)
         self.host, self.port = host, port
@@ -204,6 +211,7 @@ def summary(result: EpisodeResult) -> dict[str, Any]:
     """An episode's result as JSON (the trajectories in full)."""
     return {"episode": result.key_id, "reward": result.reward, "calls": result.calls,
             "breaks": result.breaks, "forks": [f.to_dict() for f in result.forks],
+            "tool_calls": result.tool_calls, "client_tools": result.client_tools,
             "overrides": result.overrides, "answer": result.answer, "error": result.error,
             "trajectories": [t.to_dict() for t in result.trajectories]}
 

@@ -18,28 +18,36 @@ from tir_envs.trajectory import Trajectory
 FORK_RULES = ("error", "last")
 
 
-def check_fork_rule(on_fork: str) -> str:
-    if on_fork not in FORK_RULES:
-        raise ValueError(f"on_fork must be one of {list(FORK_RULES)}, got {on_fork!r}")
+def check_fork_rule(on_fork: str, rules: tuple[str, ...] = FORK_RULES) -> str:
+    if on_fork not in rules:
+        raise ValueError(f"on_fork must be one of {list(rules)}, got {on_fork!r}")
     return on_fork
 
 
-def one_segment(result: Any, on_fork: str, trainer: str) -> tuple[Trajectory, int]:
-    """The episode's sample and the number of its segments left out (see the docstring)."""
-    segments = result.trajectories
+def own_segments(result: Any, trainer: str) -> list[Trajectory]:
+    """The segments of the episode's own conversation, in order (a side conversation, such
+    as a harness's title call, is no sample of the episode)."""
+    segments = [t for t in result.trajectories
+                if not (t.metadata.get("gateway") or {}).get("side")]
     if not segments:
         raise ValueError(f"gateway episode {result.key_id} has no segment (the agent made no "
                          f"call: {result.error or 'no error'}); {trainer} needs one sample per "
                          "generation")
+    return segments
+
+
+def one_segment(result: Any, on_fork: str, trainer: str) -> tuple[Trajectory, int]:
+    """The episode's sample and the number of its segments left out (see the docstring)."""
+    segments = own_segments(result, trainer)
     if len(segments) > 1 and on_fork == "error":
-        why = result.forks[0].reason if result.forks else "several segments"
+        why = next((f.reason for f in result.forks if f.rewrite), "several segments")
         raise ValueError(
             f"gateway episode {result.key_id} (task {result.task!r}) forked into "
             f"{len(segments)} segments ({why}); {trainer} groups one sample per generation, "
             "so pass on_fork='last' to train on each episode's last segment, make the agent "
             "send history back unchanged, or use the bundled GRPO trainer or verl, which take "
             "every segment")
-    return segments[-1], len(segments) - 1
+    return segments[-1], len(result.trajectories) - 1
 
 
 def task_for(tasks: Any, label: Any) -> Any:

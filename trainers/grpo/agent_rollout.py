@@ -73,6 +73,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._generated += sum(sum(t.loss_mask) for r in results for t in r.trajectories)
         self.episode_stats.append({"episodes": len(results),
                                    "breaks": sum(r.breaks for r in results),
+                                   "side_segments": sum(len(r.side_trajectories)
+                                                        for r in results),
                                    "failed": sum(r.error is not None for r in results),
                                    **({"first_error": next(r.error for r in results if r.error)}
                                       if any(r.error for r in results) else {})})

@@ -27,7 +27,7 @@ def rollout_metrics(groups: Sequence[Group], threshold: float = 1.0) -> dict[str
     results = [r for t in trajs for turn in t.turns for r in turn.tool_results
                if r.get("executed")]
     rewards = np.array([t.reward for t in trajs], dtype=np.float64)
-    return {
+    return {**gateway_tool_metrics(trajs),
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()),
         "accuracy": float(np.mean([is_correct(t, threshold) for t in trajs])),
@@ -42,6 +42,28 @@ def rollout_metrics(groups: Sequence[Group], threshold: float = 1.0) -> dict[str
         "infra_failed": float(np.mean([t.infra_failed for t in trajs])),
         "void": float(np.mean([r == "void" for r in reasons])),
         "truncated": float(np.mean([t.truncated for t in trajs])),
+    }
+
+
+def gateway_tool_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Tool use of gateway episodes, whose tools the agent program runs, not the host: the
+    calls the policy wrote (parsed from its own tokens, ``Turn.tool_calls``) and what the client
+    reported back (results, Anthropic's ``is_error``), labelled ``client_reported``: the
+    agent's claims, shown for monitoring and never read by rewards or masks.  Empty when no
+    trajectory came through the gateway."""
+    gateway = [t for t in trajs if "gateway" in t.metadata]
+    if not gateway:
+        return {}
+    results = [r for t in gateway for r in t.metadata.get("client_tool_results", [])]
+    # a forked episode is several trajectories: count per episode, not per segment
+    episodes = len({t.metadata["gateway"].get("episode", id(t)) for t in gateway})
+    return {
+        "gateway/tool_calls_per_episode": sum(len(u.tool_calls) for t in gateway
+                                              for u in t.turns) / episodes,
+        "gateway/client_reported/tool_results_per_episode": len(results) / episodes,
+        "gateway/client_reported/tool_error_rate": (sum(r.get("is_error") is True
+                                                        for r in results) / len(results)
+                                                    if results else 0.0),
     }
 
 

@@ -15,10 +15,17 @@ The episode's segment becomes verl's sample through the env path's own
 host's reward (written on the last response token as ``rm_scores``), the same shape checks
 (``tir/overlong``).  A gateway segment has no env tools, so the tool counts are empty.
 
-verl's worker stacks one output per input row and copies the row's non-tensor fields (its
-GRPO ``uid``) positionally, so a forked episode (several segments) cannot give several samples
-here either: ``on_fork`` (``tir_envs.trainers.common.gateway_segments``).  GRPO groups are then verl's
-own: the ``rollout.n`` rows of a prompt share its ``uid``.
+A forked episode (several segments) trains every segment with ``on_fork="all"`` on verl's v1
+trainer (``trainer.use_v1``, verl 0.9.1's default): its TransferQueue worker
+(``AgentLoopWorkerTQ``) takes a list of outputs from one agent loop, keys them
+``{uid}_{session}_{index}``, copies the last one's reward to the others, and its GRPO
+(``compute_advantage_for_multi_trajectories``) computes the group's advantages from each
+session's **last** output only and gives that advantage to every output of the session: one
+sample per episode in the group statistics, every segment trained with its episode's
+advantage.  The segments are returned in ledger order, so the last is the one holding the final
+answer.  verl's legacy worker (``trainer.use_v1=False``) stacks one output per input row and
+copies the row's non-tensor fields (its GRPO ``uid``) positionally, so there ``on_fork`` is
+``error`` or ``last`` (``tir_envs.trainers.common.gateway_segments``); ``all`` is refused at start.
 
 The agent-loop YAML entry names the pieces as import paths::
 
@@ -42,8 +49,24 @@ from tir_envs.codec import Codec
 from tir_envs.rollout.policy import SamplingParams
 from tir_envs.user_modules import resolve
 from tir_envs.trainers.common.env_config import ConfigError
-from tir_envs.trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
+from tir_envs.trainers.common.gateway_segments import (check_fork_rule, one_segment, own_segments,
+                                              task_for)
 from tir_envs.trainers.verl.policy import VerlServerPolicy
+
+
+#: verl's rules for a forked episode: refuse it, train its last segment, or every segment
+FORK_RULES = ("error", "last", "all")
+
+
+def check_verl_fork_rule(on_fork: str, config: Any) -> str:
+    """``on_fork``, refused where this verl config cannot take it (``all`` needs the v1
+    trainer: module docstring)."""
+    check_fork_rule(on_fork, FORK_RULES)
+    if on_fork == "all" and not config.trainer.get("use_v1", False):
+        raise ConfigError("on_fork: all gives several samples per episode, which only verl's v1 "
+                          "trainer takes (trainer.use_v1=True, its TransferQueue agent loop); "
+                          "with trainer.use_v1=False use on_fork: last or error")
+    return on_fork
 
 
 class _NoEnv:
@@ -74,7 +97,7 @@ class GatewayAgentLoop(TIRAgentLoop):
         self.agent = _load(agent, "agent")
         self.reward = _load(reward, "reward")
         self.tasks = _load(tasks, "tasks")
-        self.on_fork = check_fork_rule(on_fork)
+        self.on_fork = check_verl_fork_rule(on_fork, self.config)
         self.timeout_s = timeout_s
         self.gateway_kwargs = plain(gateway_keys)
         self.env = _NoEnv()
@@ -88,7 +111,8 @@ class GatewayAgentLoop(TIRAgentLoop):
         #: the episode's EpisodeResult, once run
         self.result: Any = None
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any],
+                  **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         from tir_envs.gateway import AgentSource, Gateway
 
         task = task_for(self.tasks, row_label(kwargs))
@@ -104,10 +128,16 @@ class GatewayAgentLoop(TIRAgentLoop):
                            reward=self.reward, **self.gateway_kwargs) as gateway:
             self.result = await AgentSource(gateway, self.agent,
                                             timeout_s=self.timeout_s).episode(task)
-        traj, dropped = one_segment(self.result, self.on_fork, "verl")
-        out = self.output(traj, None, policy,
-                          want_logprobs=bool(sampling_params.get("logprobs")))
-        out.extra_fields["reward_extra_info"].update(
-            {"gateway/forks": float(self.result.breaks),
-             "gateway/dropped_segments": float(dropped)})
-        return out
+        want = bool(sampling_params.get("logprobs"))
+        if self.on_fork == "all":  # every segment, for the v1 worker (module docstring)
+            segments = own_segments(self.result, "verl")
+            outs = [self.output(t, None, policy, want_logprobs=want) for t in segments]
+            dropped = len(self.result.trajectories) - len(segments)
+        else:
+            traj, dropped = one_segment(self.result, self.on_fork, "verl")
+            outs = [self.output(traj, None, policy, want_logprobs=want)]
+        for out in outs:
+            out.extra_fields["reward_extra_info"].update(
+                {"gateway/forks": float(self.result.breaks),
+                 "gateway/dropped_segments": float(dropped)})
+        return outs if self.on_fork == "all" else outs[0]
