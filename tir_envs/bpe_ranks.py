@@ -201,8 +201,12 @@ def harmony_vocab_dir() -> Path:
     return folder
 
 
+@functools.lru_cache(maxsize=1)
 def harmony_encoding() -> Any:
-    """openai_harmony's gpt-oss encoding, offline (its vocabulary from quicktok's ranks)."""
+    """openai_harmony's gpt-oss encoding, offline (its vocabulary from quicktok's ranks).
+
+    Built once per process (about a second): every gpt-oss renderer and gateway shares it; it
+    holds no per-conversation state."""
     try:
         import openai_harmony as oh
     except ImportError:
