@@ -100,11 +100,23 @@ class Episode:
         self.last: Parsed | None = None
         #: Responses API: response id -> its conversation (for previous_response_id)
         self.responses: dict[str, list[Message]] = {}
-        self.opened = time.monotonic()
+        self.opened = self.touched = time.monotonic()
+        #: calls in flight (an episode with one is never idle) and when the last one came
+        self.busy = 0
 
     async def complete(self, messages: list[Message], tools: list[dict] | None,
                        client: dict[str, Any]) -> Completion:
         """Generate the assistant's next turn for ``messages`` (see the module docstring)."""
+        self.busy += 1
+        self.touched = time.monotonic()
+        try:
+            return await self._complete(messages, tools, client)
+        finally:
+            self.busy -= 1
+            self.touched = time.monotonic()
+
+    async def _complete(self, messages: list[Message], tools: list[dict] | None,
+                        client: dict[str, Any]) -> Completion:
         if not messages:
             raise BadRequest("messages is empty: send the conversation so far")
         self._override(client)
