@@ -89,3 +89,15 @@ def tool_loop_policy(family: str = "qwen3", thinking: str | None = "on",
 
     tok = family_tokenizer(family)
     return ToolLoopPolicy(tok, resolve_renderer(tok, Codec(tok), family, thinking), calls=calls)
+
+
+class Answers:
+    """A backend answering one short sentence (ChatML, the bundled tokenizer)."""
+
+    def __init__(self):
+        from tir_envs.tokenizer import qwen25_tokenizer
+        self.tokenizer = qwen25_tokenizer()
+        self.ids = self.tokenizer.encode("Forty-two.<|im_end|>", add_special_tokens=False)
+
+    async def generate(self, prompt_ids, stop, sampling):
+        return Generation(list(self.ids), [-0.5] * len(self.ids), "stop")

@@ -167,7 +167,10 @@ class Episode:
         body = list(gen.token_ids)
         while body and body[-1] in stops:
             body.pop()
-        tail = self.engine.decode(prompt_ids[-48:])
+        # the prompt's tail tells whether the completion starts inside a reasoning block
+        # (a prefilled <think>); a family without reasoning never reads it
+        tail = self.engine.decode(prompt_ids[-48:]) \
+            if getattr(self.engine.renderer, "reasoning", None) is not None else ""
         return parse_completion(self.engine.renderer, self.engine.decode(body), tail)
 
     def _override(self, client: dict[str, Any]) -> None:

@@ -106,6 +106,7 @@ class Access:
                  open_paths: tuple[str, ...] = OPEN_PATHS):
         self.config = config
         self.port = config.port
+        self.loopback = is_loopback(config.host)  # once: it is asked on every request
         self.server_token = server_token
         self.open_paths = open_paths
 
@@ -118,7 +119,7 @@ class Access:
             return Refusal(403, f"origin {origin!r} is not allowed: this server serves local "
                            "programs, not web pages (allow one with --allow-origin / "
                            "allow_origins=)", "forbidden_origin")
-        if is_loopback(self.config.host) and not self.own_host(headers.get("host", "")):
+        if self.loopback and not self.own_host(headers.get("host", "")):
             return Refusal(403, "the Host header does not name this server (bound to "
                            "loopback: send Host: 127.0.0.1 or localhost)", "forbidden_host")
         if not self.server_token or path in self.open_paths or not self.config.token_required:
