@@ -43,6 +43,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_EPISODES = 65_536
 #: seconds without a call after which an episode expires (an agent that died or was dropped)
 IDLE_TIMEOUT_S = 900.0
+ENDED_KEPT_PER_EPISODE = 4
 
 
 class GatewayFull(RuntimeError):
@@ -87,7 +88,9 @@ class Gateway:
         _check_limits(max_episodes, idle_timeout_s)
         self.max_episodes, self.idle_timeout_s = max_episodes, idle_timeout_s
         self.episodes: dict[str, Episode] = {}
-        self.ended: set[str] = set()
+        #: keys of ended episodes (a call on one is 410, not 401), the newest
+        #: ``ENDED_KEPT_PER_EPISODE * max_episodes``: a long run's memory stays bounded
+        self.ended: dict[str, None] = {}
         #: expired episodes' results, until ``finish(key)`` hands them to the host
         #: (``keep_expired=False``: only the ``on_finish`` hooks get them)
         self.expired: dict[str, EpisodeResult] = {}
@@ -172,7 +175,7 @@ class Gateway:
         async with ep.lock:
             ep.ended = True
         del self.episodes[key]
-        self.ended.add(key)
+        self._ended(key)
         reward = None if error else await self.reward.score(ep)
         result = ep.result(reward, agent_answer, error)
         for traj in result.trajectories:
@@ -180,6 +183,11 @@ class Gateway:
         for hook in self.on_finish:
             hook(result)
         return result
+
+    def _ended(self, key: str) -> None:
+        self.ended[key] = None
+        if len(self.ended) > ENDED_KEPT_PER_EPISODE * self.max_episodes:
+            del self.ended[next(iter(self.ended))]
 
     # -- expiry ---------------------------------------------------------------------
     def expire_idle(self, now: float | None = None) -> list[EpisodeResult]:
@@ -194,7 +202,7 @@ class Gateway:
     def _expire(self, key: str, now: float) -> EpisodeResult:
         ep = self.episodes.pop(key)
         ep.ended = True
-        self.ended.add(key)
+        self._ended(key)
         message = (f"the episode expired: no call for {now - ep.touched:.0f} s "
                    f"(idle_timeout_s={self.idle_timeout_s})")
         result = ep.result(None, None, message)
