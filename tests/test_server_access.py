@@ -1,4 +1,4 @@
-"""One access policy for every server (``tir_envs.serving.access``): the gateway (aiohttp) and
+"""One access policy for every server (``tir_envs.access``): the gateway (aiohttp) and
 ``serve mcp`` / ``serve openenv`` (the ASGI ``Guard``) refuse the same hostile requests with
 the same answer: a web page's Origin, a rebound Host, an oversized body (declared or streamed),
 a request without a credential on a server bound beyond loopback."""

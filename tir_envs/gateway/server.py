@@ -4,7 +4,7 @@ Routes: ``HEAD|GET /`` (liveness), ``GET /v1/models``, ``POST /v1/chat/completio
 ``POST /v1/responses``, ``POST /v1/messages`` (``?beta=true`` too) and
 ``/v1/messages/count_tokens``; each also under ``/e/{key}/`` for clients that can only be given
 a base URL.  Guards, in order, before any work: the access policy every tir-envs server shares
-(``tir_envs.serving.access``: an ``Origin`` not allowed, a web page driving a local server, is
+(``tir_envs.access``: an ``Origin`` not allowed, a web page driving a local server, is
 403; on loopback a ``Host`` naming another machine, DNS rebinding, is 403; a declared body over
 ``max_body_bytes`` is 413); then the episode key (``Authorization: Bearer``, ``x-api-key`` or
 the path: the gateway's token is per episode) unknown is 401, ended is 410; a body that grows
@@ -33,7 +33,7 @@ from tir_envs.gateway.conversation import BadRequest
 from tir_envs.gateway.episode import Engine, Episode, EpisodeResult, sampling_for
 from tir_envs.gateway.rewards import HostReward
 from tir_envs.rollout.policy import PolicyError, SamplingParams
-from tir_envs.serving.access import Access, GuardConfig, Refusal
+from tir_envs.access import Access, GuardConfig, Refusal
 from tir_envs.trajectory import EpisodeFailure
 
 Handler = Callable[["Gateway", Episode, dict, web.Request], Awaitable[web.StreamResponse]]
@@ -278,7 +278,7 @@ class Gateway:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """The aiohttp adapter of ``tir_envs.serving.access`` (the routes check the keys)."""
+        """The aiohttp adapter of ``tir_envs.access`` (the routes check the keys)."""
         refusal = self.access.refusal(request.path, request.headers, request.query_string) \
             or self.access.length_refusal(request.headers.get("Content-Length"))
         if refusal is not None:

@@ -4,7 +4,7 @@ connection caps, quiet disconnects and a "serving at" line.
 A server on a developer's machine is reachable by every web page the developer opens (a page
 may open a WebSocket to ``127.0.0.1``, or rebind a name to it), and one bound to ``0.0.0.0``
 by anyone on the network.  What is refused (a foreign ``Origin``, a rebound ``Host``, a missing
-or wrong token, an oversized body) is decided in ``tir_envs.serving.access``, the one policy
+or wrong token, an oversized body) is decided in ``tir_envs.access``, the one policy
 the gateway's aiohttp server applies too; ``Guard`` is its ASGI adapter, which also:
 
 * reads a request body (bounded) before the app sees any of it, and gives WebSocket message
@@ -25,7 +25,7 @@ import sys
 from typing import Any, Awaitable, Callable
 
 from tir_envs.envs.openenv_local import is_disconnect, quiet
-from tir_envs.serving.access import (MAX_BODY_BYTES, MAX_PER_CLIENT, TOKEN_ENV, Access,
+from tir_envs.access import (MAX_BODY_BYTES, MAX_PER_CLIENT, TOKEN_ENV, Access,
                                      GuardConfig, Refusal, is_loopback)
 
 __all__ = ["Guard", "GuardConfig", "add_arguments", "announce", "config_from_args",
@@ -37,7 +37,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Guard:
-    """The ASGI adapter of ``tir_envs.serving.access`` (see the module docstring)."""
+    """The ASGI adapter of ``tir_envs.access`` (see the module docstring)."""
 
     def __init__(self, app: Any, config: GuardConfig):
         self.app, self.config = app, config

@@ -2,8 +2,10 @@
 
 Every server the project runs (``serve mcp`` and ``serve openenv`` on ASGI, the gateway on
 aiohttp) decides the same questions before its app does any work, here, so a rule changed once
-holds for all of them; ``serving/guard.py`` (ASGI) and ``gateway/server.py`` (aiohttp) are thin
-adapters that turn a request into ``(path, headers, query)`` and a ``Refusal`` into a response.
+holds for all of them; ``tir_envs.serving.guard`` (ASGI) and ``tir_envs.gateway.server``
+(aiohttp) are thin adapters that turn a request into ``(path, headers, query)`` and a
+``Refusal`` into a response.  It sits at the package root, below both: the serving command
+line starts the gateway, so neither folder may import the other's policy.
 
 * **Origin**: a browser always sends ``Origin``, other clients never need to, so a request
   carrying one that is not the server's own loopback origin or configured
