@@ -24,6 +24,10 @@ from tir_envs.trajectory import Trajectory
 
 Render = Callable[[list[Message], "list[dict] | None"], list[int]]
 
+#: a request whose text is this long is rendered in a worker thread (the tokenizer releases
+#: the GIL while it encodes): a 1 MB conversation takes seconds to encode
+OFF_LOOP_CHARS = 64 * 1024
+
 #: client sampling fields the run overrides: wire name -> SamplingParams field
 CLIENT_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
                    "max_tokens": "max_tokens", "max_completion_tokens": "max_tokens",
@@ -122,7 +126,10 @@ class Episode:
         self._override(client)
         engine = self.engine
         try:
-            ids = engine.render(messages, tools or None)
+            if _text_size(messages) < OFF_LOOP_CHARS:
+                ids = engine.render(messages, tools or None)
+            else:  # a long conversation: off the loop, so other episodes' calls go on
+                ids = await asyncio.to_thread(engine.render, messages, tools or None)
         except BadRequest:
             raise
         except Exception as exc:  # noqa: BLE001 - a template refusing the conversation
@@ -193,6 +200,11 @@ class Episode:
         return EpisodeResult(self.key_id, self.task, trajs, reward, self.ledger.forks,
                              self.calls, dict(self.overrides), self.conversation,
                              self.last.content if self.last else None, agent_answer, error)
+
+
+def _text_size(messages: list[Message]) -> int:
+    return sum(len(m.get("content") or "") + len(m.get("reasoning_content") or "")
+               for m in messages)
 
 
 def sampling_for(base: SamplingParams, renderer: Any) -> SamplingParams:

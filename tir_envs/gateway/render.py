@@ -42,11 +42,12 @@ class PieceRender:
         self.split = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
         self.cache: dict[str, list[int]] = {}
         self.cached_tokens = 0
-        # the Rust tokenizer itself where there is one: the same ids as ``encode`` without
-        # transformers' per-call wrapping (a quarter of a fresh piece's cost)
+        # the Rust tokenizer itself where there is one: the ids ``encode`` gives without
+        # transformers' per-call wrapping; its batch call (what ``encode`` runs) releases the
+        # GIL, so a long render in a worker thread leaves the event loop free
         backend = getattr(tok, "backend_tokenizer", None)
-        self._encode = (lambda text: backend.encode(text, add_special_tokens=False).ids) \
-            if backend is not None else \
+        self._encode = (lambda text: backend.encode_batch([text], add_special_tokens=False)[0]
+                        .ids) if backend is not None else \
             (lambda text: tok.encode(text, add_special_tokens=False))
 
     @staticmethod

@@ -1,13 +1,16 @@
-"""The gateway's limits: a cap on open episodes and idle-episode expiry (issue 41/43.5).
+"""The gateway's limits: a cap on open episodes, idle-episode expiry and long renders off the
+event loop (issue 41/43.5).
 
 An episode nobody calls for ``idle_timeout_s`` is ended, its ledger kept as far as it got and
 flagged (``infra_failed``, kind ``timeout``: trainers drop it), handed to the ``on_finish``
 hooks and returned by ``finish``; a call on it is 410.  Opening past ``max_episodes`` is a
-clear error (``GatewayFull``; 503 on the admin route)."""
+clear error (``GatewayFull``; 503 on the admin route).  A conversation long enough to take
+seconds to encode is rendered in a worker thread, so other episodes' calls go on."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import aiohttp
@@ -84,3 +87,33 @@ def test_open_episodes_are_capped_with_a_clear_error():
     for bad in ({"max_episodes": 0}, {"idle_timeout_s": 0}, {"idle_timeout_s": "1"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             Gateway(Answers(), **bad)
+
+
+def test_a_long_conversation_is_rendered_off_the_loop_and_exactly():
+    async def main():
+        async with Gateway(Answers()) as gw:
+            render, threads = gw.engine.render, []
+
+            def spy(messages, tools):
+                threads.append(threading.get_ident())
+                return render(messages, tools)
+            gw.engine.render = spy
+            ticks = 0
+
+            async def bystander():  # another episode's work: runs while the long one encodes
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0)
+                    ticks += 1
+            for text in ("short", " ".join(f"w{i % 997}" for i in range(30_000))):
+                _, key = gw.open_episode()
+                messages = [{"role": "user", "content": text}]
+                other = asyncio.ensure_future(bystander())
+                ticks = 0
+                await gw.episodes[key].complete(messages, None, {})
+                other.cancel()
+                traj, = (await gw.finish(key)).trajectories
+                assert traj.prompt_ids == render(messages, None)  # the same ids either way
+            assert threads[0] == threading.get_ident() != threads[1]
+            assert ticks > 0
+    asyncio.run(main())
