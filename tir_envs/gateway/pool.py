@@ -31,6 +31,7 @@ from typing import Any, Callable
 from tir_envs.gateway.episode import EpisodeResult
 from tir_envs.gateway.ledger import Fork
 from tir_envs.gateway.rewards import HostReward
+from tir_envs.gateway.server import GatewayFull
 from tir_envs.trajectory import Trajectory
 
 #: seconds a worker may take to start (import, load the tokenizer, bind)
@@ -166,6 +167,8 @@ class GatewayPool:
             data = await resp.json()
             if resp.status != 200:
                 message = (data.get("error") or {}).get("message", data)
+                if resp.status == 503:  # that worker holds its max_episodes
+                    raise GatewayFull(f"gateway worker {worker.url}: {message}")
                 raise RuntimeError(f"gateway worker {worker.url}: {message}")
             return data
 
