@@ -79,18 +79,6 @@ def check_ledger(result: Any, seen: Sequence[Sequence[int]]) -> None:
             assert (lp == -0.25) if m else (lp == 0.0)
 
 
-def tool_loop_policy(family: str = "qwen3", thinking: str | None = "on",
-                     calls: int = 2) -> ToolLoopPolicy:
-    """A ``ToolLoopPolicy`` built where it runs: what a ``GatewayPool`` worker calls (a
-    module-level function pickles by name)."""
-    from tir_envs.chat import resolve_renderer
-    from tir_envs.codec import Codec
-    from tir_envs.tokenizer import family_tokenizer
-
-    tok = family_tokenizer(family)
-    return ToolLoopPolicy(tok, resolve_renderer(tok, Codec(tok), family, thinking), calls=calls)
-
-
 class Answers:
     """A backend answering one short sentence (ChatML, the bundled tokenizer)."""
 

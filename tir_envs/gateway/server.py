@@ -33,7 +33,7 @@ from tir_envs.gateway.conversation import BadRequest
 from tir_envs.gateway.episode import Engine, Episode, EpisodeResult, sampling_for
 from tir_envs.gateway.rewards import HostReward
 from tir_envs.rollout.policy import PolicyError, SamplingParams
-from tir_envs.access import Access, GuardConfig, Refusal
+from tir_envs.access import Access, GuardConfig, Refusal, offered_tokens
 from tir_envs.trajectory import EpisodeFailure
 
 Handler = Callable[["Gateway", Episode, dict, web.Request], Awaitable[web.StreamResponse]]
@@ -322,14 +322,11 @@ def request_key(request: web.Request) -> str:
     key = request.match_info.get("key")
     if key:
         return key
-    auth = request.headers.get("Authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    key = request.headers.get("x-api-key", "").strip()
-    if not key:
+    offered = offered_tokens(request.headers)  # Bearer, x-api-key: where the policy reads them
+    if not offered:
         raise BadRequest("no episode key: send Authorization: Bearer KEY or x-api-key: KEY "
                          "(the api_key open_episode() gave)", 401, "invalid_api_key")
-    return key
+    return offered[0]
 
 
 async def read_json(request: web.Request, access: Access) -> dict[str, Any]:
