@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 CONCURRENCY = pick([1, 64, 1024, 4096], [1, 8])
 LATENCY_MS = pick(50.0, 5.0)
@@ -259,7 +259,7 @@ async def idle_bytes(tok: Any) -> int:
 async def main() -> dict[str, Any]:
     import functools
 
-    from benchmarks.perf import gateway as this  # the factory pickles by this module's name
+    from tir_envs.bench.perf import gateway as this  # the factory pickles by this module's name
     from tir_envs.gateway import GatewayPool
     from tir_envs.tokenizer import qwen25_tokenizer
 
