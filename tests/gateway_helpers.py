@@ -84,3 +84,15 @@ def check_ledger(result: Any, seen: Sequence[Sequence[int]]) -> None:
         assert len(traj.token_ids) == len(traj.loss_mask) == len(traj.logprobs)
         for m, lp in zip(traj.loss_mask, traj.logprobs):
             assert (lp == -0.25) if m else (lp == 0.0)
+
+
+class Answers:
+    """A backend answering one short sentence (ChatML, the bundled tokenizer)."""
+
+    def __init__(self):
+        from tir_envs.tokenizer import qwen25_tokenizer
+        self.tokenizer = qwen25_tokenizer()
+        self.ids = self.tokenizer.encode("Forty-two.<|im_end|>", add_special_tokens=False)
+
+    async def generate(self, prompt_ids, stop, sampling):
+        return Generation(list(self.ids), [-0.5] * len(self.ids), "stop")

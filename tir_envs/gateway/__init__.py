@@ -13,13 +13,20 @@ Public API::
     Gateway(policy, *, tokenizer=None, renderer=None, thinking=None, sampling=None,
             model="tir-policy", aliases=(), reward=None, protocol=None, host="127.0.0.1", port=0,
             max_body_bytes=8 MiB, allowed_origins=(), render=None, admin_token=None,
-            side_segments="skip")
+            side_segments="skip", max_episodes=65536, idle_timeout_s=900.0,
+            keep_expired=True)
         async with Gateway(...) as gw:           # or await gw.start() / await gw.aclose()
             base_url, api_key = gw.open_episode(task)   # base_url ends in /v1
             ...                                   # the agent calls base_url with api_key
             result = await gw.finish(api_key, agent_answer=None, error=None)
         gw.url (http://127.0.0.1:PORT), gw.episodes (open ones, by key), gw.on_finish (hooks
-        called with each EpisodeResult), gw.engine (policy, renderer, render, sampling)
+        called with each EpisodeResult, expired ones included), gw.engine (policy, renderer,
+        render, sampling), gw.expire_idle() (what the reaper runs), gw.stats()
+        open_episode beyond max_episodes: GatewayFull; an episode idle for idle_timeout_s
+        expires: its segments flagged infra_failed (timeout), finish(key) returns them
+    GatewayPool(make_policy, *, workers=2, reward=None, protocol=None, **gateway_kwargs)
+        the same API over `workers` processes (open_episode/finish are coroutines; each
+        episode's base_url is its worker's; rewards scored on the host); await pool.stats()
     EpisodeResult: key_id, task, trajectories (one Trajectory per trainable segment), reward,
         forks (list[Fork]), breaks, calls, overrides (client sampling fields replaced: count),
         conversation (last request + final completion), answer (the policy's final content),
@@ -41,7 +48,7 @@ completions parsed back), ``render`` (the serving render encoded piece by piece)
 ``library_families`` (gpt-oss through openai-harmony, Mistral through mistral-common),
 ``chat_completions`` / ``responses`` / ``anthropic_messages`` (one per wire API), ``sse``,
 ``handles`` (the gateway's own reasoning signatures), ``rewards`` (host-side), ``source``
-(AgentSource), ``cli`` (``tir-envs serve gateway``).
+(AgentSource), ``pool`` (GatewayPool: worker processes), ``cli`` (``tir-envs serve gateway``).
 
 Rewards (``reward=``): a ``tir_envs.rewards.Reward`` graded on the answer ``protocol=`` reads
 (``protocol.read(task, [text])``) in the policy's final completion,
@@ -56,7 +63,7 @@ from typing import Any
 #: public name -> module; imported on first use (``tir-envs serve --help`` loads no server)
 _EXPORTS = {"AgentSource": "source", "Completion": "episode", "EpisodeLedger": "ledger",
             "EpisodeResult": "episode", "Fork": "ledger", "Gateway": "server",
-            "Segment": "ledger"}
+            "GatewayFull": "server", "GatewayPool": "pool", "Segment": "ledger"}
 
 __all__ = sorted(_EXPORTS)
 

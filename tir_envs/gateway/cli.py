@@ -4,7 +4,8 @@ It prints ``serving at URL``, then an admin token (``POST /gateway/episodes`` op
 ``POST /gateway/episodes/finish`` ends one and answers its ledger), and with ``--episodes N``
 the keys of N episodes opened at start (for a CLI harness: ``ANTHROPIC_BASE_URL=URL
 ANTHROPIC_API_KEY=KEY claude -p ...``).  Every finished episode's trajectories go to ``--out``
-(JSONL); episodes still open at Ctrl-C are finished then, so nothing sampled is lost.
+(JSONL); episodes still open at Ctrl-C are finished then, and an episode idle for
+``--idle-timeout`` is written when it expires (flagged), so nothing sampled is lost.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--side-segments", choices=("skip", "train"), default="skip",
                    help="segments of side conversations (a harness's title call): left out "
                         "of the trainable trajectories (skip) or kept (train)")
+    p.add_argument("--max-episodes", type=int, default=65_536,
+                   help="open episodes held at most (opening more is refused, HTTP 503)")
+    p.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="an episode with no call for this long expires: its ledger is "
+                        "written to --out flagged infra_failed (timeout); 0: never")
     p.set_defaults(func=run)
 
 
@@ -67,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
                                          temperature=args.temperature),
                  model=args.model, aliases=tuple(args.alias), host=args.host,
                  port=args.port, allowed_origins=tuple(args.allow_origin),
-                 admin_token=token, side_segments=args.side_segments)
+                 admin_token=token, side_segments=args.side_segments,
+                 max_episodes=args.max_episodes, idle_timeout_s=args.idle_timeout or None,
+                 keep_expired=False)
     import asyncio  # here: `tir-envs --help` reads add_arguments without starting a loop
 
     asyncio.run(_serve(gw, args))
@@ -87,6 +95,7 @@ async def _serve(gw: Any, args: argparse.Namespace) -> None:
         side = f", {len(result.side_trajectories)} side segments" \
             if result.side_trajectories else ""
         print(f"episode {result.key_id}: {result.calls} calls, {result.breaks} breaks{side}, "
+              + (f"{result.error}, " if result.error else "") +
               f"reward {result.reward}", flush=True)
     gw.on_finish.append(write)
     await gw.start()

@@ -29,6 +29,9 @@ Render = Callable[[list[Message], "list[dict] | None"], list[int]]
 #: what a finished episode does with the segments of its side conversations (``train``: they
 #: are samples like the others; ``skip``: kept in ``EpisodeResult.side_trajectories`` only)
 SIDE_SEGMENTS = ("skip", "train")
+#: a request whose text is this long is rendered in a worker thread (the tokenizer releases
+#: the GIL while it encodes): a 1 MB conversation takes seconds to encode
+OFF_LOOP_CHARS = 64 * 1024
 
 #: client sampling fields the run overrides: wire name -> SamplingParams field
 CLIENT_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
@@ -118,17 +121,32 @@ class Episode:
         self.histories: dict[int, tuple[list[Message], Parsed]] = {}
         #: Responses API: response id -> its conversation (for previous_response_id)
         self.responses: dict[str, list[Message]] = {}
-        self.opened = time.monotonic()
+        self.opened = self.touched = time.monotonic()
+        #: calls in flight (an episode with one is never idle) and when the last one came
+        self.busy = 0
 
     async def complete(self, messages: list[Message], tools: list[dict] | None,
                        client: dict[str, Any]) -> Completion:
         """Generate the assistant's next turn for ``messages`` (see the module docstring)."""
+        self.busy += 1
+        self.touched = time.monotonic()
+        try:
+            return await self._complete(messages, tools, client)
+        finally:
+            self.busy -= 1
+            self.touched = time.monotonic()
+
+    async def _complete(self, messages: list[Message], tools: list[dict] | None,
+                        client: dict[str, Any]) -> Completion:
         if not messages:
             raise BadRequest("messages is empty: send the conversation so far")
         self._override(client)
         engine = self.engine
         try:
-            ids = engine.render(messages, tools or None)
+            if _text_size(messages) < OFF_LOOP_CHARS:
+                ids = engine.render(messages, tools or None)
+            else:  # a long conversation: off the loop, so other episodes' calls go on
+                ids = await asyncio.to_thread(engine.render, messages, tools or None)
         except BadRequest:
             raise
         except Exception as exc:  # noqa: BLE001 - a template refusing the conversation
@@ -204,7 +222,10 @@ class Episode:
         body = list(gen.token_ids)
         while body and body[-1] in stops:
             body.pop()
-        tail = self.engine.decode(prompt_ids[-48:])
+        # the prompt's tail tells whether the completion starts inside a reasoning block
+        # (a prefilled <think>); a family without reasoning never reads it
+        tail = self.engine.decode(prompt_ids[-48:]) \
+            if getattr(self.engine.renderer, "reasoning", None) is not None else ""
         return parse_family(self.engine.renderer, self.engine.decode(body), tail)
 
     def _override(self, client: dict[str, Any]) -> None:
@@ -244,6 +265,11 @@ class Episode:
                              last.content if last else None, agent_answer, error,
                              side_trajectories=side, tool_calls=ledger.emitted_calls(),
                              client_tools=client, breaks=breaks)
+
+
+def _text_size(messages: list[Message]) -> int:
+    return sum(len(m.get("content") or "") + len(m.get("reasoning_content") or "")
+               for m in messages)
 
 
 def sampling_for(base: SamplingParams, renderer: Any) -> SamplingParams:

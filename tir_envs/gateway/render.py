@@ -49,6 +49,13 @@ class PieceRender:
         self.split = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
         self.cache: dict[str, list[int]] = {}
         self.cached_tokens = 0
+        # the Rust tokenizer itself where there is one: the ids ``encode`` gives without
+        # transformers' per-call wrapping; its batch call (what ``encode`` runs) releases the
+        # GIL, so a long render in a worker thread leaves the event loop free
+        backend = getattr(tok, "backend_tokenizer", None)
+        self._encode = (lambda text: backend.encode_batch([text], add_special_tokens=False)[0]
+                        .ids) if backend is not None else \
+            (lambda text: tok.encode(text, add_special_tokens=False))
 
     @staticmethod
     def applies(tok: Any) -> bool:
@@ -72,7 +79,7 @@ class PieceRender:
                 continue
             ids = self.cache.get(piece)
             if ids is None:
-                ids = self.tokenizer.encode(piece, add_special_tokens=False)
+                ids = self._encode(piece)
                 if self.cached_tokens + len(ids) > CACHE_TOKENS:
                     self.cache.clear()
                     self.cached_tokens = 0

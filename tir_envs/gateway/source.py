@@ -16,6 +16,7 @@ episodes (every trainable segment, each carrying its episode's reward).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from tir_envs.gateway.episode import EpisodeResult
@@ -41,7 +42,8 @@ class AgentSource:
 
     async def episode(self, task: Any) -> EpisodeResult:
         """One agent run on ``task``, finished and scored."""
-        base_url, key = self.gateway.open_episode(task)
+        opened = self.gateway.open_episode(task)  # a GatewayPool's is a coroutine
+        base_url, key = await opened if inspect.isawaitable(opened) else opened
         answer, failure = None, None
         try:
             async with asyncio.timeout(self.timeout_s):
