@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from tir_envs.chat.binding import ChatBinding
-from tir_envs.codec import Codec, drift, truncate_middle
+from tir_envs.codec import Codec
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
 from tir_envs.episode import EXHAUSTED_NOTICE, Episode
@@ -392,7 +392,7 @@ class TIREnv(gym.Env):
             obs_token_budget=self.max_obs_tokens,
             frame=self.chat.frame if self.chat is not None else _unframed)
         self.episode = Episode(task, trajectory, state, self.budget, self.tools, self.chat,
-                               self.exhausted_notice)
+                               self.exhausted_notice, self._marker_ids)
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
         return obs, {**self.episode_info(), **self.limits.info()}
 
@@ -480,32 +480,15 @@ class TIREnv(gym.Env):
     def _begin_turn(self, ids: list[int], logprobs: list[float] | None,
                     text_in: str | None) -> _Action:
         """Record the action and decide which of its calls run."""
-        traj, state = self.trajectory, self.state
-        room = self.episode.tokens_left()
-        cut = max(0, len(ids) - room)
-        if cut:  # the ledger never exceeds max_total_tokens
-            ids = ids[:room]
-            logprobs = logprobs[:room] if logprobs is not None else None
-            text_in = None if text_in is None else self.codec.decode(ids)
-        before = self._measure_drift() if text_in is not None else 0
-        span = traj.append(ids, policy=True, logprobs=logprobs)
-        text = text_in if text_in is not None else self.codec.decode(ids)
-        if text_in is not None:  # only a text action can drift; count what it added
-            traj.retokenized = True
-            traj.drift += max(0, self._measure_drift() - before)
-        turn = Turn(index=len(traj.turns), action_span=span)
-        traj.turns.append(turn)
-        state.notes = turn.notes
-        if cut:
-            turn.notes.append(f"action cut to the {room} tokens left in the budget: "
-                              f"{cut} tokens dropped")
+        episode, state = self.episode, self.state
+        turn, text, cut = episode.record_action(ids, logprobs, text_in)
         if self.chat is not None:  # nothing written inside a reasoning block is read
             text = self.chat.visible(text)
         calls = self._parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
-        return _Action(turn, self.episode.calls_to_run(turn, calls, final, cut), final, cut)
+        return _Action(turn, episode.calls_to_run(turn, calls, final, cut), final, cut)
 
     def _parse(self, text: str, state: EpisodeState) -> list[ToolCall]:
         """The action's calls.  A parser that raises on what the policy wrote (a family's own
@@ -517,10 +500,6 @@ class TIREnv(gym.Env):
             return [ToolCall(None, {}, text, 0, len(text), f"the tool call could not be read "
                              f"({type(exc).__name__}: {str(exc)[:200]})")]
 
-    def _measure_drift(self) -> int:
-        ledger = self.trajectory.prompt_ids + self.trajectory.token_ids
-        return drift(ledger, self.codec.encode(self.codec.decode(ledger)))
-
     def _finish_turn(self, act: _Action, outcomes: list[tuple[ToolResult, dict[str, Any]]]):
         """Append the observation and apply budgets; the outcome, if the episode ends, is
         the rubric's (``astep``)."""
@@ -530,8 +509,10 @@ class TIREnv(gym.Env):
         obs_ids: list[int] = []
         if results:
             reward += self._turn_reward(turn, results)
-            obs_ids = self._observation_ids(act.calls, results, turn)
-            turn.observation_span = episode.trajectory.append(obs_ids, policy=False)
+            texts = episode.result_texts(results, turn)
+            body = self.protocol.observation(act.calls, texts, self.state.actions[-1],
+                                             self.state)
+            obs_ids = episode.append_observation(act.calls, texts, body, turn)
         ended_by_tools = bool(results) and self.tools_ended(results)
         terminated = (act.final and not act.cut) or ended_by_tools
         # "answered" becomes "no_answer" once the outcome says none was given
@@ -551,52 +532,6 @@ class TIREnv(gym.Env):
         turn.reward, turn.reward_components = r.value, dict(r.components)
         self.trajectory.credit(r.value)
         return r.value
-
-    def _observation_ids(self, calls: list[ToolCall], results: list[ToolResult],
-                         turn: Turn) -> list[int]:
-        texts = self._result_texts(results, turn)
-        action_text = self.state.actions[-1]
-        body = self.protocol.observation(calls, texts, action_text, self.state)
-        if self.chat is not None and self.chat.frames_turns():
-            ids = self._bridge(calls, texts, body, turn)
-        else:
-            close = self.chat.close_reasoning_ids(action_text) if self.chat is not None else []
-            ids = close + self.codec.encode_untrusted(body)
-        if len(ids) > self.max_obs_tokens:
-            ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
-            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
-        room = self._tokens_left()
-        if len(ids) > room:
-            turn.notes.append(f"observation cut to the {room} tokens left in the budget")
-            ids = ids[:room]
-        return ids
-
-    def _bridge(self, calls: list[ToolCall], texts: list[str], body: str,
-                turn: Turn) -> list[int]:
-        """The family's env tokens after this action: its close if the policy did not sample
-        it, the observation as ``observation_role`` message(s), the next assistant opener."""
-        traj, span = self.trajectory, turn.action_span
-        ledger = traj.prompt_ids + traj.token_ids
-        context, completion = ledger[:len(traj.prompt_ids) + span[0]], \
-            ledger[len(traj.prompt_ids) + span[0]:]
-        ids, dropped = self.chat.observation_ids(context, completion,
-                                                 self.chat.messages(calls, texts, body),
-                                                 self.max_obs_tokens)
-        if dropped:
-            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
-        return ids
-
-    def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
-        """Result texts, with the exhaustion notice shown once where the budget ran out."""
-        texts, notified = [], False
-        for r, record in zip(results, turn.tool_results):
-            if record.get("exhausted"):
-                if notified:
-                    continue
-                notified = True
-                turn.notes.append("tool budget exhausted")
-            texts.append(r.text)
-        return texts
 
     def _tokens_left(self) -> int:
         return self.episode.tokens_left() if self.episode else 0

@@ -15,6 +15,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from tir_envs.codec import drift, truncate_middle
 from tir_envs.formats import ToolCall
 from tir_envs.protocols.base import EpisodeState
 from tir_envs.protocols.budgets import Budgets
@@ -41,10 +42,12 @@ class Episode:
 
     def __init__(self, task: Task, trajectory: Trajectory, state: EpisodeState,
                  budget: Budgets, tools: Mapping[str, Tool], chat: "ChatBinding | None" = None,
-                 exhausted_notice: str = EXHAUSTED_NOTICE):
+                 exhausted_notice: str = EXHAUSTED_NOTICE, marker_ids: Sequence[int] = ()):
         self.task, self.trajectory, self.state = task, trajectory, state
         self.budget, self.tools, self.chat = budget, tools, chat
+        self.codec = state.codec
         self.exhausted_notice = exhausted_notice
+        self._marker_ids = list(marker_ids)  # what a middle cut of an observation leaves
         self.sessions: dict[str, Any] = {}
         self.tool_seconds = 0.0  # spent by this episode's calls
         self.done = False
@@ -74,6 +77,85 @@ class Episode:
         if self.tool_seconds >= self.budget.max_tool_seconds:
             return "max_time"
         return None
+
+    # ------------------------------------------------------------------ the ledger
+    def record_action(self, ids: list[int], logprobs: list[float] | None,
+                      text_in: str | None) -> tuple[Turn, str, int]:
+        """Append the policy's action (cut to the tokens left) as a new turn; returns the turn,
+        the action's text and how many tokens were cut.  ``text_in``: a string action's own
+        text (its re-encoding's drift is counted)."""
+        traj, codec = self.trajectory, self.codec
+        room = self.tokens_left()
+        cut = max(0, len(ids) - room)
+        if cut:  # the ledger never exceeds max_total_tokens
+            ids = ids[:room]
+            logprobs = logprobs[:room] if logprobs is not None else None
+            text_in = None if text_in is None else codec.decode(ids)
+        before = self._drift() if text_in is not None else 0
+        span = traj.append(ids, policy=True, logprobs=logprobs)
+        text = text_in if text_in is not None else codec.decode(ids)
+        if text_in is not None:  # only a text action can drift; count what it added
+            traj.retokenized = True
+            traj.drift += max(0, self._drift() - before)
+        turn = Turn(index=len(traj.turns), action_span=span)
+        traj.turns.append(turn)
+        self.state.notes = turn.notes
+        if cut:
+            turn.notes.append(f"action cut to the {room} tokens left in the budget: "
+                              f"{cut} tokens dropped")
+        return turn, text, cut
+
+    def _drift(self) -> int:
+        ledger = self.trajectory.prompt_ids + self.trajectory.token_ids
+        return drift(ledger, self.codec.encode(self.codec.decode(ledger)))
+
+    def result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
+        """Result texts, with the exhaustion notice shown once where the budget ran out."""
+        texts, notified = [], False
+        for r, record in zip(results, turn.tool_results):
+            if record.get("exhausted"):
+                if notified:
+                    continue
+                notified = True
+                turn.notes.append("tool budget exhausted")
+            texts.append(r.text)
+        return texts
+
+    def append_observation(self, calls: list[ToolCall], texts: list[str], body: str,
+                           turn: Turn) -> list[int]:
+        """Append the observation (env tokens, loss mask 0): ``body`` as the protocol rendered
+        it, framed by the chat family, held to the observation and token budgets."""
+        action_text = self.state.actions[-1]
+        if self.chat is not None and self.chat.frames_turns():
+            ids = self._bridge(calls, texts, body, turn)
+        else:
+            close = self.chat.close_reasoning_ids(action_text) if self.chat is not None else []
+            ids = close + self.codec.encode_untrusted(body)
+        budget = self.budget.max_obs_tokens
+        if len(ids) > budget:
+            ids, dropped = truncate_middle(ids, budget, self._marker_ids)
+            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
+        room = self.tokens_left()
+        if len(ids) > room:
+            turn.notes.append(f"observation cut to the {room} tokens left in the budget")
+            ids = ids[:room]
+        turn.observation_span = self.trajectory.append(ids, policy=False)
+        return ids
+
+    def _bridge(self, calls: list[ToolCall], texts: list[str], body: str,
+                turn: Turn) -> list[int]:
+        """The family's env tokens after this action: its close if the policy did not sample
+        it, the observation as ``observation_role`` message(s), the next assistant opener."""
+        traj, span = self.trajectory, turn.action_span
+        ledger = traj.prompt_ids + traj.token_ids
+        context, completion = ledger[:len(traj.prompt_ids) + span[0]], \
+            ledger[len(traj.prompt_ids) + span[0]:]
+        ids, dropped = self.chat.observation_ids(context, completion,
+                                                 self.chat.messages(calls, texts, body),
+                                                 self.budget.max_obs_tokens)
+        if dropped:
+            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
+        return ids
 
     # ------------------------------------------------------------------ tool calls
     def calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
@@ -203,10 +285,10 @@ class Episode:
     def served_prompt(self, ledger_ids: Sequence[int]) -> list[int]:
         """The prompt a server would give the policy now (the conversation re-rendered by the
         family's serving template), its drift from ``ledger_ids`` recorded on the ledger."""
-        from tir_envs.chat.served import drift
+        from tir_envs.chat.served import drift as served_drift
         served = self.chat.served_ids()
         ledger = list(ledger_ids)
-        ledger_only, served_only = drift(ledger, served)
+        ledger_only, served_only = served_drift(ledger, served)
         entry = self.trajectory.metadata.setdefault(
             "served", {"turns": [], "drift_tokens": 0, "drifted_turns": 0})
         entry["turns"].append({"ledger_tokens": len(ledger), "served_tokens": len(served),
