@@ -12,13 +12,15 @@ Subclasses customise through hooks (``on_reset``, ``on_close``, ...), never by o
 of the twins.
 
 What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); what differs
-between envs is wiring: the protocol, the tools and the reward, all constructor parts.  This
-class owns the rest, once: the ledger, budgets, tool sessions, chat glue around observations,
-the one reading of the answer (the protocol's, when the episode ends) that both the ledger and
-the reward get, the reward part's score computed off the event loop (``Reward.ascore``) and
-written to the ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``,
-mirrored into ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every
-``step``.
+between envs is wiring: the protocol, the tools and the reward, all constructor parts.  The
+running episode is an ``Episode`` (``tir_envs.episode``: the ledger, the protocol's state, tool
+sessions, the budget spent, the chat conversation, the done flag), built at each ``reset``;
+the reward is one ``Rubric`` (``tir_envs.rewards.rubric``: outcome, per-turn and format
+terms).  This class is the Gymnasium face over them: it checks actions, asks the protocol
+which calls an action makes and whether it ends the episode, reads the answer once (the
+protocol's, when the episode ends) for both the ledger and the rubric, and states the
+``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
+``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
 """
 
 from __future__ import annotations
@@ -94,22 +96,12 @@ class TIREnv(gym.Env):
     protocol's standalone prompt and no tool ever runs (the "w/o tools" ablation; one action
     per episode).
 
-    Budgets (``None``: the protocol's default):
-      * ``max_turns``: the most actions in an episode.  An action at the last turn that still
-        calls a tool is not executed and the episode is truncated.
-      * ``max_tool_calls``: calls per tool over the episode (an int for every tool or a dict
-        by tool name).  Once spent, the env inserts ``exhausted_notice`` and stops executing.
-      * ``max_calls_per_turn``: calls executed per action (default ``MAX_CALLS_PER_TURN``);
-        further calls are ignored.
-      * ``max_tool_seconds``: seconds the episode's tool calls may take in all (default
-        ``MAX_TOOL_SECONDS``; waiting for the policy does not count).  A call running when it
-        is spent is stopped (``timeout``), and the episode is truncated (``max_time``).
-      * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
-      * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
-        action longer than what is left is cut to fit (the turn notes say how much).
-      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
-        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
-        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
+    Budgets (``None``: the protocol's default): ``max_turns``, ``max_tool_calls`` (per tool; once
+    spent the env inserts ``exhausted_notice``), ``max_calls_per_turn``, ``max_tool_seconds``,
+    ``max_obs_tokens``, ``max_total_tokens``, ``max_response_tokens`` (``False``: no cap
+    beside the total), merged into one ``tir_envs.protocols.Budgets``, ``env.budget`` (its
+    docstring and docs/concepts.md say what each does).  ``reward_weights``: the rubric's
+    weights by term (``outcome``, ``turn``, ``format``; default 1 each).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
@@ -122,7 +114,7 @@ class TIREnv(gym.Env):
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
-    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward``, ``extra_reward``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward`` (the rubric's turn term),
     ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
     and their async twins are final.
     """

@@ -25,12 +25,21 @@ MAX_TOOL_SECONDS = 600.0
 class Budgets:
     """The limits of one episode (docs/concepts.md, "Budgets").
 
-    ``max_turns``: actions.  ``max_tool_calls``: executed calls per tool over the episode (an
-    int for every tool, a dict by tool name, or ``None`` for no cap beyond ``max_turns``).
-    ``max_calls_per_turn``: calls executed per action.  ``max_tool_seconds``: seconds the
-    episode's tool calls may take in all.  ``max_obs_tokens``: observation tokens per turn.
-    ``max_total_tokens`` counts the prompt and the episode; ``max_response_tokens`` (when set)
-    the episode alone.
+    * ``max_turns``: the most actions.  An action at the last turn that still calls a tool is
+      not executed and the episode is truncated (``max_turns``).
+    * ``max_tool_calls``: executed calls per tool over the episode (an int for every tool, a
+      dict by tool name, or ``None`` for no cap beyond ``max_turns``); once spent the env shows
+      its exhaustion notice and executes nothing more.
+    * ``max_calls_per_turn``: calls executed per action; further calls are ignored.
+    * ``max_tool_seconds``: seconds the episode's tool calls may take in all (waiting for the
+      policy does not count); a call running when it is spent is stopped (``timeout``) and the
+      episode is truncated (``max_time``).
+    * ``max_obs_tokens``: observation tokens per turn, cut in the middle (head and tail kept).
+    * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode
+      (``max_tokens``), and an action longer than what is left is cut to fit.
+    * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
+      second cap for protocols whose authors budget the response (ToRL: 3072); ``None``: only
+      ``max_total_tokens`` counts.
     """
 
     max_turns: int = 4
