@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from tir_envs.actions import coerce_action
 from tir_envs.chat.binding import ChatBinding
 from tir_envs.codec import Codec
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
@@ -437,37 +438,10 @@ class TIREnv(gym.Env):
         return obs, reward, terminated, truncated, info
 
     def _coerce_action(self, action: Any) -> tuple[list[int], list[float] | None, str | None]:
-        """Normalise an action to ``(ids, logprobs, text)``; ``text`` only for string actions."""
+        """Normalise an action to ``(ids, logprobs, text)`` (``tir_envs.actions``)."""
         if self._done or self.trajectory is None:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        logprobs = None
-        if isinstance(action, dict):
-            if "tokens" not in action:
-                raise ValueError("a dict action needs 'tokens' (and optionally 'logprobs'); "
-                                 f"got keys {sorted(action)}")
-            logprobs = action.get("logprobs")
-            action = action["tokens"]
-        if isinstance(action, str):
-            return self.codec.encode(action), None, action
-        if type(action) is list and all(type(i) is int for i in action):
-            ids = action  # the common case (a generator's ids): checked without numpy
-            if ids and (min(ids) < 0 or max(ids) >= self.codec.vocab_size):
-                self._reject_ids(min(ids), max(ids))
-            return list(ids), _floats(logprobs), None
-        try:
-            arr = np.asarray(action)
-        except Exception as exc:  # noqa: BLE001 - any unconvertible object
-            raise TypeError(f"action must be token ids, got {type(action).__name__}") from exc
-        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise TypeError("action must be a 1-D sequence of integer token ids (or a str, "
-                            f"which is retokenized); got dtype={arr.dtype} shape={arr.shape}")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.codec.vocab_size):
-            self._reject_ids(arr.min(), arr.max())
-        return arr.tolist(), _floats(logprobs), None
-
-    def _reject_ids(self, low: int, high: int) -> None:
-        raise ValueError(f"action ids must lie in [0, {self.codec.vocab_size}); got "
-                         f"min={low} max={high}. Is this the env's tokenizer?")
+        return coerce_action(action, self.codec)
 
     def _begin_turn(self, ids: list[int], logprobs: list[float] | None,
                     text_in: str | None) -> _Action:
@@ -583,10 +557,6 @@ def chat_binding(env: TIREnv, renderer: Any, thinking: str | None,
 
 def _unframed(body: str, action_text: str) -> str:
     return body
-
-
-def _floats(logprobs: Any) -> list[float] | None:
-    return None if logprobs is None else [float(x) for x in logprobs]
 
 
 def reject_wiring(kwargs: Mapping[str, Any], env: str, hint: str) -> None:
