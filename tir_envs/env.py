@@ -50,9 +50,6 @@ from tir_envs.tools.base import Tool, ToolResult
 from tir_envs.trajectory import Trajectory, Turn
 
 RESET_OPTIONS = ("task", "index")
-#: the budgets, each a constructor keyword and a read/write attribute over ``env.budget``
-BUDGETS = ("max_turns", "max_tool_calls", "max_calls_per_turn", "max_tool_seconds",
-           "max_obs_tokens", "max_total_tokens", "max_response_tokens")
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
 #: hooks that are gone, and what replaced them
