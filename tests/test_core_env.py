@@ -286,9 +286,11 @@ class SlowEchoEnv(AnswerEnv):
     def is_final(self, action_text, calls):
         return False
 
-    def _calls_to_run(self, turn, calls, final, cut):
+    def _begin_turn(self, *args):
         from tir_envs.formats import ToolCall
-        return [ToolCall("python", {"code": "x"})]
+        act = super()._begin_turn(*args)
+        act.calls = [ToolCall("python", {"code": "x"})]
+        return act
 
 
 def test_check_env_passes_when_tools_really_run(qwen_tok):

@@ -26,7 +26,7 @@ FOLDERS = {"tir_envs": "tir_envs", "trainers": "tir_envs.trainers", "benchmarks"
 _TOP = {"tir_envs.cli", "tir_envs.demo", "tir_envs.audit", "tir_envs.viewer", "tir_envs.bench",
         "tir_envs.trainers"}
 _RUNNERS = {"tir_envs.rollout", "tir_envs.registry", "tir_envs.env_factory"} | _TOP
-_ENVS = {"tir_envs.env", "tir_envs.envs"} | _RUNNERS
+_ENVS = {"tir_envs.episode", "tir_envs.env", "tir_envs.envs"} | _RUNNERS
 _LIBRARY = {"tir_envs.data", "tir_envs.tools", "tir_envs.rewards", "tir_envs.formats",
             "tir_envs.answers", "tir_envs.protocols", "tir_envs.trajectory", "tir_envs.codec",
             "tir_envs.tokenizer"} | _ENVS
@@ -45,6 +45,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "tir_envs.trajectory": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.codec": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
     "tir_envs.tokenizer": {"tir_envs.tools", "tir_envs.rewards", "tir_envs.protocols"} | _ENVS,
+    # the running episode (ledger, state, sessions, budget): below the env that steps it
+    "tir_envs.episode": {"tir_envs.env", "tir_envs.envs"} | _RUNNERS,
     "tir_envs.env": {"tir_envs.envs"} | _RUNNERS,
     "tir_envs.envs": _RUNNERS,
     "tir_envs.rollout": _TOP,

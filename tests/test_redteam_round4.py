@@ -195,7 +195,7 @@ def test_the_surrogate_probe_masks_where_the_env_lets_a_tool_raise(monkeypatch):
     make = lambda: tir_envs.make("tir/ToolUse-v0", tools=[_utf8_tool()],  # noqa: E731
                                  tasks=[{"question": "Capital of France?", "answer": "Paris"}])
     assert audit(make, tasks=1, probes=probes).verdicts() == {"forged.lone_surrogate": "HELD"}
-    monkeypatch.setattr("tir_envs.env.lone_surrogate", lambda arguments: None)
+    monkeypatch.setattr("tir_envs.episode.lone_surrogate", lambda arguments: None)
     assert audit(make, tasks=1, probes=probes).verdicts() == {"forged.lone_surrogate": MASKS}
 
 

@@ -12,20 +12,20 @@ Subclasses customise through hooks (``on_reset``, ``on_close``, ...), never by o
 of the twins.
 
 What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); what differs
-between envs is wiring: the protocol, the tools and the reward, all constructor parts.  This
-class owns the rest, once: the ledger, budgets, tool sessions, chat glue around observations,
-the one reading of the answer (the protocol's, when the episode ends) that both the ledger and
-the reward get, the reward part's score computed off the event loop (``Reward.ascore``) and
-written to the ledger, and the ``GenerationLimits`` a generator needs (``info["limits"]``,
-mirrored into ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every
-``step``.
+between envs is wiring: the protocol, the tools and the reward, all constructor parts.  The
+running episode is an ``Episode`` (``tir_envs.episode``: the ledger, the protocol's state, tool
+sessions, the budget spent, the chat conversation, the done flag), built at each ``reset``;
+the reward is one ``Rubric`` (``tir_envs.rewards.rubric``: outcome, per-turn and format
+terms).  This class is the Gymnasium face over them: it checks actions, asks the protocol
+which calls an action makes and whether it ends the episode, reads the answer once (the
+protocol's, when the episode ends) for both the ledger and the rubric, and states the
+``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
+``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -33,28 +33,23 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from tir_envs.actions import coerce_action
 from tir_envs.chat.binding import ChatBinding
-from tir_envs.codec import Codec, drift, truncate_middle
+from tir_envs.codec import Codec
 from tir_envs.formats import ToolCall, ToolCallFormat, get_format
 from tir_envs.limits import GenerationLimits
-from tir_envs.protocols.base import Budgets, EpisodeState, Protocol
-from tir_envs.status import Status
+from tir_envs.episode import EXHAUSTED_NOTICE, Episode
+from tir_envs.protocols.base import EpisodeState, Protocol
+from tir_envs.protocols.budgets import Budgets
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
+from tir_envs.rewards.rubric import Rubric
 from tir_envs.sync_bridge import needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
-from tir_envs.tools.base import Tool, ToolResult, describe_exception
+from tir_envs.tools.base import Tool, ToolResult
 from tir_envs.trajectory import Trajectory, Turn
-from tir_envs.untrusted import lone_surrogate
-from tir_envs.validation import check_positive_int, check_positive_number
 
-EXHAUSTED_NOTICE = "Tool call count has been exhausted. You can no longer call the tool."
 RESET_OPTIONS = ("task", "index")
-#: calls executed per action unless ``max_calls_per_turn`` says otherwise: one action may not
-#: queue hundreds of calls (each up to its tool's timeout) into one step
-MAX_CALLS_PER_TURN = 16
-#: seconds an episode's tool calls may take in all, unless ``max_tool_seconds`` says otherwise
-MAX_TOOL_SECONDS = 600.0
 #: the methods a subclass must not override (the hooks are the way to customise)
 FINAL = ("reset", "step", "close", "areset", "astep", "aclose")
 #: hooks that are gone, and what replaced them
@@ -62,7 +57,20 @@ REMOVED = {"outcome": "the episode's outcome is the reward part's: pass reward=f
                       "trajectory, answer) -> RewardResult, or a tir_envs.rewards.Reward (it gets "
                       "the protocol's one answer; see docs/write_an_env.md)",
            "aoutcome": "a reward that awaits I/O defines async ascore(task, trajectory, answer) "
-                       "on its tir_envs.rewards.Reward; pass it as reward="}
+                       "on its tir_envs.rewards.Reward; pass it as reward=",
+           "extra_reward": "the protocol's own terms are the rubric's format term "
+                           "(Protocol.extra_reward(state)); weigh them with "
+                           "reward_weights={'format': w} (0 leaves them out)"}
+
+
+def _budget_field(name: str) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
+    """Getter and setter of one field of ``env.budget`` (a new, checked ``Budgets``)."""
+    def get(env: Any) -> Any:
+        return getattr(env.budget, name)
+
+    def set_(env: Any, value: Any) -> None:
+        env.budget = env.budget.merged(**{name: value})
+    return get, set_
 
 
 @dataclass
@@ -86,22 +94,12 @@ class TIREnv(gym.Env):
     protocol's standalone prompt and no tool ever runs (the "w/o tools" ablation; one action
     per episode).
 
-    Budgets (``None``: the protocol's default):
-      * ``max_turns``: the most actions in an episode.  An action at the last turn that still
-        calls a tool is not executed and the episode is truncated.
-      * ``max_tool_calls``: calls per tool over the episode (an int for every tool or a dict
-        by tool name).  Once spent, the env inserts ``exhausted_notice`` and stops executing.
-      * ``max_calls_per_turn``: calls executed per action (default ``MAX_CALLS_PER_TURN``);
-        further calls are ignored.
-      * ``max_tool_seconds``: seconds the episode's tool calls may take in all (default
-        ``MAX_TOOL_SECONDS``; waiting for the policy does not count).  A call running when it
-        is spent is stopped (``timeout``), and the episode is truncated (``max_time``).
-      * ``max_obs_tokens``: observation tokens per turn, truncated head + tail.
-      * ``max_total_tokens``: prompt + episode tokens; reaching it truncates the episode, and an
-        action longer than what is left is cut to fit (the turn notes say how much).
-      * ``max_response_tokens``: episode tokens after the prompt (policy and env tokens), a
-        second cap beside ``max_total_tokens`` for protocols whose authors budget the response,
-        not the prompt (ToRL: 3072); ``False``: no such cap (only the total counts).
+    Budgets (``None``: the protocol's default): ``max_turns``, ``max_tool_calls`` (per tool; once
+    spent the env inserts ``exhausted_notice``), ``max_calls_per_turn``, ``max_tool_seconds``,
+    ``max_obs_tokens``, ``max_total_tokens``, ``max_response_tokens`` (``False``: no cap
+    beside the total), merged into one ``tir_envs.protocols.Budgets``, ``env.budget`` (its
+    docstring and docs/concepts.md say what each does).  ``reward_weights``: the rubric's
+    weights by term (``outcome``, ``turn``, ``format``; default 1 each).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
     that role: the chat-template glue around it is env tokens with loss mask 0.  ``env_id``
@@ -114,7 +112,7 @@ class TIREnv(gym.Env):
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
-    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward``, ``extra_reward``,
+    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward`` (the rubric's turn term),
     ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
     and their async twins are final.
     """
@@ -157,6 +155,7 @@ class TIREnv(gym.Env):
         env_id: str | None = None,
         renderer: Any = None,
         thinking: str | None = None,
+        reward_weights: Mapping[str, float] | None = None,
     ):
         super().__init__()
         if env_id is not None:  # an env assembled from parts, without a subclass to name it
@@ -168,31 +167,23 @@ class TIREnv(gym.Env):
         self.tasks = resolve_tasks(tasks if tasks is not None else self.default_tasks,
                                    self.load_tasks)
         self.tools = self._tool_dict(tools)
-        self.reward = as_reward(reward)
-        b: Budgets = self.protocol.budgets
-        self.max_turns = b.max_turns if max_turns is None else max_turns
-        self.max_obs_tokens = b.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
-        self.max_total_tokens = b.max_total_tokens if max_total_tokens is None \
-            else max_total_tokens
-        check_positive_int(max_turns=self.max_turns, max_obs_tokens=self.max_obs_tokens,
-                           max_total_tokens=self.max_total_tokens)
-        self.max_response_tokens = _response_budget(b.max_response_tokens if
-                                                     max_response_tokens is None
-                                                     else max_response_tokens)
-        check_positive_int(max_calls_per_turn=max_calls_per_turn, allow_none=True)
-        check_positive_number(unit="seconds", allow_none=True, max_tool_seconds=max_tool_seconds)
-        self.max_tool_calls = b.max_tool_calls if max_tool_calls is None else max_tool_calls
-        self.max_calls_per_turn = MAX_CALLS_PER_TURN if max_calls_per_turn is None \
-            else max_calls_per_turn
-        self.max_tool_seconds = MAX_TOOL_SECONDS if max_tool_seconds is None \
-            else float(max_tool_seconds)
-        self._tool_seconds = 0.0  # spent by the running episode's calls
+        #: the one budget every episode is held to: the protocol's defaults, overridden here
+        self.budget: Budgets = self.protocol.budgets.merged(
+            max_turns=max_turns, max_tool_calls=max_tool_calls,
+            max_calls_per_turn=max_calls_per_turn, max_tool_seconds=max_tool_seconds,
+            max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
+            max_response_tokens=max_response_tokens)
         if not isinstance(use_tools, bool):
             raise TypeError(f"use_tools must be True or False, got {use_tools!r}")
         self.use_tools = use_tools
         self.exhausted_notice = exhausted_notice
         role = observation_role or self.protocol.observation_role
         self.chat = chat_binding(self, renderer, thinking, role)
+        #: the reward as one part: the outcome, the per-turn and the protocol's format terms
+        #: (of the protocol as the chat binding adapted it: RITE's score reads its format)
+        self.rubric = Rubric(as_reward(reward), turn=self.turn_reward,
+                             format=self._format_terms if use_tools else None,
+                             weights=reward_weights)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.render_mode = render_mode
@@ -201,12 +192,8 @@ class TIREnv(gym.Env):
         self.observation_space = spaces.Dict(
             {"tokens": spaces.Sequence(spaces.Discrete(vocab), stack=True)})
         self._marker_ids = self.codec.encode("\n...[truncated]...\n")
-        # the running episode (every attribute is set here first: see _Action for one step's)
-        self._sessions: dict[str, Any] = {}
-        self.task: Task | None = None
-        self.trajectory: Trajectory | None = None
-        self.state: EpisodeState | None = None
-        self._done = True
+        #: the running episode (``None`` before the first reset); see ``_Action`` for a step's
+        self.episode: Episode | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -298,22 +285,59 @@ class TIREnv(gym.Env):
         """What ``reset`` reports about the episode (besides the generation info)."""
         return {"task_id": self.task.id}
 
-    def extra_reward(self) -> tuple[dict[str, float], dict[str, Any]]:
-        """Reward terms the protocol defines on top of the outcome (RITE's format score), with
-        metadata to record; none without tools."""
-        return self.protocol.extra_reward(self.state) if self.use_tools else ({}, {})
-
     def answer(self) -> str | None:
         """The policy's final answer, as the protocol extracts it from the policy's text.  The
         env reads it once, when the episode ends (``state.answer``), and hands that same
         answer to the ledger and the reward."""
         return self.protocol.answer(self.state) if self.state else None
 
+    def _format_terms(self, state: EpisodeState) -> tuple[dict[str, float], dict[str, Any]]:
+        """The rubric's format term: the protocol's own terms (RITE's format score)."""
+        return self.protocol.extra_reward(state)
+
+    # ------------------------------------------------------------------ the episode's parts
+    @property
+    def reward(self) -> Reward:
+        """The outcome part of the rubric (what ``reward=`` gave); assigning one replaces it."""
+        return self.rubric.outcome
+
+    @reward.setter
+    def reward(self, value: Reward | Callable[..., RewardResult] | None) -> None:
+        self.rubric.outcome = as_reward(value)
+
+    @property
+    def task(self) -> Task | None:
+        return self.episode.task if self.episode else None
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        return self.episode.trajectory if self.episode else None
+
+    @property
+    def state(self) -> EpisodeState | None:
+        return self.episode.state if self.episode else None
+
+    @property
+    def _done(self) -> bool:
+        return self.episode is None or self.episode.done
+
+    @property
+    def _sessions(self) -> dict[str, Any]:
+        return self.episode.sessions if self.episode else {}
+
     def tool_budget(self, name: str) -> int | None:
         """Calls of tool ``name`` allowed per episode (``None``: unlimited)."""
-        if isinstance(self.max_tool_calls, Mapping):
-            return self.max_tool_calls.get(name)
-        return self.max_tool_calls
+        return self.budget.tool_budget(name)
+
+    # each budget keyword reads and sets its field of ``env.budget`` (set between episodes:
+    # a running episode keeps the budget it started with)
+    max_turns = property(*_budget_field("max_turns"))
+    max_tool_calls = property(*_budget_field("max_tool_calls"))
+    max_calls_per_turn = property(*_budget_field("max_calls_per_turn"))
+    max_tool_seconds = property(*_budget_field("max_tool_seconds"))
+    max_obs_tokens = property(*_budget_field("max_obs_tokens"))
+    max_total_tokens = property(*_budget_field("max_total_tokens"))
+    max_response_tokens = property(*_budget_field("max_response_tokens"))
 
     @property
     def actions(self) -> list[str]:
@@ -340,7 +364,8 @@ class TIREnv(gym.Env):
         ``options["task"]``/``options["index"]``), run ``on_reset``, render the prompt."""
         super().reset(seed=seed)
         await self.aend_episode()
-        self._done = True  # until this reset succeeds, no episode is running
+        if self.episode is not None:  # until this reset succeeds, no episode is running
+            self.episode.done = True
         task = self._pick_task(options or {})
         await self.aon_reset(task)
         prompt_ids = self._prompt_ids(task)
@@ -348,17 +373,16 @@ class TIREnv(gym.Env):
             raise ValueError(f"the prompt of task {task.id!r} is {len(prompt_ids)} tokens, "
                              f"but max_total_tokens={self.max_total_tokens} leaves no room to "
                              "answer; raise max_total_tokens")
-        self.task = task
-        self.trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
+        trajectory = Trajectory(prompt_ids=prompt_ids, task_id=task.id, env_id=self.env_id)
         if self._tokenizer_ref:  # the ids' tokenizer, pinned for whoever decodes them later
-            self.trajectory.metadata["tokenizer"] = self._tokenizer_ref
-        self.state = EpisodeState(
+            trajectory.metadata["tokenizer"] = self._tokenizer_ref
+        state = EpisodeState(
             task=task, codec=self.codec, max_turns=self.max_turns,
             tool_budgets={name: self.tool_budget(name) for name in self.tools},
             obs_token_budget=self.max_obs_tokens,
             frame=self.chat.frame if self.chat is not None else _unframed)
-        self._tool_seconds = 0.0
-        self._done = False
+        self.episode = Episode(task, trajectory, state, self.budget, self.tools, self.chat,
+                               self.exhausted_notice, self._marker_ids)
         obs = {"tokens": np.asarray(prompt_ids, dtype=np.int64)}
         return obs, {**self.episode_info(), **self.limits.info()}
 
@@ -397,80 +421,37 @@ class TIREnv(gym.Env):
         """One turn: record the action, run its calls (on the caller's event loop), append
         the observation; at the end of the episode, the outcome (on a worker thread)."""
         act = self._begin_turn(*self._coerce_action(action))
+        episode = self.episode
         results = []
         if act.calls:
             await needs_loop()
-            results = await self._execute(act.calls)
-        out = self._finish_turn(act, results)
-        if self._done:
+            results = await episode.run_calls(act.calls)
+        obs, reward, terminated, truncated, info = self._finish_turn(act, results)
+        if episode.done:
             await self.aend_episode()
-            self.state.answer = self.answer()  # the one reading: the ledger and the reward get it
-            out = self._end(out, await self.reward.ascore(self.task, self.trajectory,
-                                                          self.state.answer))
-        return out
+            episode.state.answer = self.answer()  # the one reading, for ledger and rubric
+            reward += episode.record_outcome(await self.rubric.ascore(episode))
+            info["trajectory"] = episode.trajectory
+        return obs, reward, terminated, truncated, info
 
     def _coerce_action(self, action: Any) -> tuple[list[int], list[float] | None, str | None]:
-        """Normalise an action to ``(ids, logprobs, text)``; ``text`` only for string actions."""
+        """Normalise an action to ``(ids, logprobs, text)`` (``tir_envs.actions``)."""
         if self._done or self.trajectory is None:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        logprobs = None
-        if isinstance(action, dict):
-            if "tokens" not in action:
-                raise ValueError("a dict action needs 'tokens' (and optionally 'logprobs'); "
-                                 f"got keys {sorted(action)}")
-            logprobs = action.get("logprobs")
-            action = action["tokens"]
-        if isinstance(action, str):
-            return self.codec.encode(action), None, action
-        if type(action) is list and all(type(i) is int for i in action):
-            ids = action  # the common case (a generator's ids): checked without numpy
-            if ids and (min(ids) < 0 or max(ids) >= self.codec.vocab_size):
-                self._reject_ids(min(ids), max(ids))
-            return list(ids), _floats(logprobs), None
-        try:
-            arr = np.asarray(action)
-        except Exception as exc:  # noqa: BLE001 - any unconvertible object
-            raise TypeError(f"action must be token ids, got {type(action).__name__}") from exc
-        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise TypeError("action must be a 1-D sequence of integer token ids (or a str, "
-                            f"which is retokenized); got dtype={arr.dtype} shape={arr.shape}")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.codec.vocab_size):
-            self._reject_ids(arr.min(), arr.max())
-        return arr.tolist(), _floats(logprobs), None
-
-    def _reject_ids(self, low: int, high: int) -> None:
-        raise ValueError(f"action ids must lie in [0, {self.codec.vocab_size}); got "
-                         f"min={low} max={high}. Is this the env's tokenizer?")
+        return coerce_action(action, self.codec)
 
     def _begin_turn(self, ids: list[int], logprobs: list[float] | None,
                     text_in: str | None) -> _Action:
         """Record the action and decide which of its calls run."""
-        traj, state = self.trajectory, self.state
-        room = self._tokens_left()
-        cut = max(0, len(ids) - room)
-        if cut:  # the ledger never exceeds max_total_tokens
-            ids = ids[:room]
-            logprobs = logprobs[:room] if logprobs is not None else None
-            text_in = None if text_in is None else self.codec.decode(ids)
-        before = self._measure_drift() if text_in is not None else 0
-        span = traj.append(ids, policy=True, logprobs=logprobs)
-        text = text_in if text_in is not None else self.codec.decode(ids)
-        if text_in is not None:  # only a text action can drift; count what it added
-            traj.retokenized = True
-            traj.drift += max(0, self._measure_drift() - before)
-        turn = Turn(index=len(traj.turns), action_span=span)
-        traj.turns.append(turn)
-        state.notes = turn.notes
-        if cut:
-            turn.notes.append(f"action cut to the {room} tokens left in the budget: "
-                              f"{cut} tokens dropped")
+        episode, state = self.episode, self.state
+        turn, text, cut = episode.record_action(ids, logprobs, text_in)
         if self.chat is not None:  # nothing written inside a reasoning block is read
             text = self.chat.visible(text)
         calls = self._parse(text, state) if self.use_tools else []
         final = self.is_final(text, calls)
         state.actions.append(text)
         state.calls.append(calls)
-        return _Action(turn, self._calls_to_run(turn, calls, final, cut), final, cut)
+        return _Action(turn, episode.calls_to_run(turn, calls, final, cut), final, cut)
 
     def _parse(self, text: str, state: EpisodeState) -> list[ToolCall]:
         """The action's calls.  A parser that raises on what the policy wrote (a family's own
@@ -482,218 +463,50 @@ class TIREnv(gym.Env):
             return [ToolCall(None, {}, text, 0, len(text), f"the tool call could not be read "
                              f"({type(exc).__name__}: {str(exc)[:200]})")]
 
-    def _calls_to_run(self, turn: Turn, calls: list[ToolCall], final: bool,
-                      cut: int) -> list[ToolCall]:
-        """The action's calls the budgets let run (the reasons for the rest go in the notes)."""
-        if final or not calls:
-            turn.status = Status.NO_CALL
-            return []
-        if cut:
-            turn.notes.append("max_tokens reached: calls not executed")
-            return []
-        if len(self.trajectory.turns) >= self.max_turns:
-            turn.notes.append("max_turns reached: calls not executed")
-            return []
-        if self._tool_seconds >= self.max_tool_seconds:
-            turn.notes.append("max_tool_seconds reached: calls not executed")
-            return []
-        limit = self.max_calls_per_turn
-        if limit is not None and len(calls) > limit:
-            turn.notes.append(f"{len(calls) - limit} call(s) beyond max_calls_per_turn ignored")
-            calls = calls[:limit]
-        return calls
-
-    def _measure_drift(self) -> int:
-        ledger = self.trajectory.prompt_ids + self.trajectory.token_ids
-        return drift(ledger, self.codec.encode(self.codec.decode(ledger)))
-
-    async def _execute(self, calls: list[ToolCall]) -> list[tuple[ToolResult, dict[str, Any]]]:
-        """Run calls in order (a stateful tool sees them in the order written)."""
-        return [await self._call_one(c) for c in calls]
-
-    async def _call_one(self, call: ToolCall) -> tuple[ToolResult, dict[str, Any]]:
-        """Run one call; return its result and the host's record of it for the ledger."""
-        if call.error:
-            return ToolResult(f"Error: {call.error}", Status.ERROR), {"parse_error": True}
-        bad = lone_surrogate(call.arguments)
-        if bad is not None:  # no text: a tool raising on it would void the episode
-            return (ToolResult(f"Error: the arguments hold a lone surrogate ({bad}), which is no "
-                               "text; send valid Unicode", Status.ERROR), {"parse_error": True})
-        tool = self.tools.get(call.name or "")
-        if tool is None:
-            return (ToolResult(f"Error: unknown tool {call.name!r}; available tools: "
-                               f"{', '.join(sorted(self.tools))}", Status.ERROR),
-                    {"unknown_tool": True})
-        used = self.state.calls_used.get(tool.name, 0)
-        if self.state.calls_left(tool.name) == 0:
-            return ToolResult(self.exhausted_notice, Status.ERROR), {"exhausted": True}
-        self.state.calls_used[tool.name] = used + 1
-        start = time.perf_counter()
-        left = self.max_tool_seconds - self._tool_seconds
-        try:
-            async with asyncio.timeout(left) as scope:
-                if tool.name not in self._sessions:
-                    self._sessions[tool.name] = await tool.open_session(self.task)
-                result = await tool.call(call.arguments, self._sessions[tool.name])
-        except TimeoutError as exc:
-            if not scope.expired():
-                result = ToolResult.infra(f"the {tool.name} tool failed "
-                                          f"({describe_exception(exc)})")
-            else:
-                result = ToolResult(f"Error: {tool.name} was stopped: the episode's tools ran "
-                                    f"for max_tool_seconds={self.max_tool_seconds:g} s",
-                                    Status.TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - a tool's own failure is infrastructure
-            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is None or task.cancelling():
-                raise  # the caller's own cancellation (its deadline, a shutdown)
-            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
-        except (SystemExit, GeneratorExit) as exc:  # a tool class letting its code's exit out
-            result = ToolResult.infra(f"the {tool.name} tool failed ({describe_exception(exc)})")
-        elapsed = time.perf_counter() - start
-        self._tool_seconds += elapsed
-        if not result.latency_s:
-            result.latency_s = elapsed
-        return result, {"executed": True}
-
     def _finish_turn(self, act: _Action, outcomes: list[tuple[ToolResult, dict[str, Any]]]):
         """Append the observation and apply budgets; the outcome, if the episode ends, is
-        added by ``_end``."""
-        traj, turn, calls = self.trajectory, act.turn, act.calls
-        results = [r for r, _ in outcomes]
-        turn.tool_calls = [c.to_dict() for c in calls]
-        turn.tool_results = [_record(c, r, flags) for c, (r, flags) in zip(calls, outcomes)]
+        the rubric's (``astep``)."""
+        episode, turn = self.episode, act.turn
+        results = episode.record_calls(turn, act.calls, outcomes)
         reward = 0.0
         obs_ids: list[int] = []
         if results:
-            turn.status = Status.of(r.status for r in results)
-            traj.infra_failed |= turn.status is Status.INFRA_ERROR
             reward += self._turn_reward(turn, results)
-            obs_ids = self._observation_ids(calls, results, turn)
-            turn.observation_span = traj.append(obs_ids, policy=False)
+            texts = episode.result_texts(results, turn)
+            body = self.protocol.observation(act.calls, texts, self.state.actions[-1],
+                                             self.state)
+            obs_ids = episode.append_observation(act.calls, texts, body, turn)
         ended_by_tools = bool(results) and self.tools_ended(results)
         terminated = (act.final and not act.cut) or ended_by_tools
-        truncated = False
-        if terminated:  # "answered" becomes "no_answer" once the outcome says none was given
-            traj.stop_reason = "env_done" if ended_by_tools else "answered"
-        elif act.cut:
-            truncated, traj.stop_reason = True, "max_tokens"
-        elif len(traj.turns) >= self.max_turns:
-            truncated, traj.stop_reason = True, "max_turns"
-        elif self._tokens_left() <= 0:
-            truncated, traj.stop_reason = True, "max_tokens"
-        elif self._tool_seconds >= self.max_tool_seconds:
-            truncated, traj.stop_reason = True, "max_time"
+        # "answered" becomes "no_answer" once the outcome says none was given
+        reason = ("env_done" if ended_by_tools else "answered") if terminated else \
+            "max_tokens" if act.cut else episode.limit_reached()
+        truncated = not terminated and reason is not None
         if terminated or truncated:
-            traj.terminated, traj.truncated = terminated, truncated
-            self._done = self.state.done = True
+            episode.finish(terminated, truncated, reason)
         info: dict[str, Any] = {"turn": turn, **self.limits.info()}
         obs = {"tokens": np.asarray(obs_ids, dtype=np.int64)}
         return obs, reward, terminated, truncated, info
 
-    def _end(self, out, result: RewardResult):
-        """Credit the outcome, fill the trajectory's typed outcome, hand it over in info."""
-        obs, reward, terminated, truncated, info = out
-        traj = self.trajectory
-        extra, meta = self.extra_reward()
-        value = result.value + sum(extra.values())
-        traj.reward_components = {**traj.reward_components, **result.components, **extra}
-        traj.metadata.update(result.metadata)
-        traj.metadata.update(meta)
-        traj.infra_failed |= result.infra_failed
-        answer = self.state.answer  # the protocol's one reading; the reward never rewrites it
-        traj.answer = None if answer is None else str(answer)
-        if traj.turns:
-            traj.turns[-1].answer = traj.answer
-        traj.correct, traj.answered = result.correct, result.answered
-        if traj.terminated and traj.answered is False:
-            traj.stop_reason = "no_answer"  # the episode ended, but with no answer to grade
-        traj.credit(value)
-        # With no policy token nothing carries the outcome: it stays on the episode total (an
-        # empty response must score what the reward says, never a free 0).
-        traj.reward = float(sum(traj.token_rewards)) if traj.num_policy_tokens else \
-            float(sum(t.reward for t in traj.turns) + value)
-        info["trajectory"] = traj
-        return obs, reward + value, terminated, truncated, info
-
     def _turn_reward(self, turn: Turn, results: list[ToolResult]) -> float:
-        r = self.turn_reward(turn, results)
+        r = self.rubric.score_turn(turn, results)
         if r is None:
             return 0.0
         turn.reward, turn.reward_components = r.value, dict(r.components)
         self.trajectory.credit(r.value)
         return r.value
 
-    def _observation_ids(self, calls: list[ToolCall], results: list[ToolResult],
-                         turn: Turn) -> list[int]:
-        texts = self._result_texts(results, turn)
-        action_text = self.state.actions[-1]
-        body = self.protocol.observation(calls, texts, action_text, self.state)
-        if self.chat is not None and self.chat.frames_turns():
-            ids = self._bridge(calls, texts, body, turn)
-        else:
-            close = self.chat.close_reasoning_ids(action_text) if self.chat is not None else []
-            ids = close + self.codec.encode_untrusted(body)
-        if len(ids) > self.max_obs_tokens:
-            ids, dropped = truncate_middle(ids, self.max_obs_tokens, self._marker_ids)
-            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
-        room = self._tokens_left()
-        if len(ids) > room:
-            turn.notes.append(f"observation cut to the {room} tokens left in the budget")
-            ids = ids[:room]
-        return ids
-
-    def _bridge(self, calls: list[ToolCall], texts: list[str], body: str,
-                turn: Turn) -> list[int]:
-        """The family's env tokens after this action: its close if the policy did not sample
-        it, the observation as ``observation_role`` message(s), the next assistant opener."""
-        traj, span = self.trajectory, turn.action_span
-        ledger = traj.prompt_ids + traj.token_ids
-        context, completion = ledger[:len(traj.prompt_ids) + span[0]], \
-            ledger[len(traj.prompt_ids) + span[0]:]
-        ids, dropped = self.chat.observation_ids(context, completion,
-                                                 self.chat.messages(calls, texts, body),
-                                                 self.max_obs_tokens)
-        if dropped:
-            turn.notes.append(f"observation truncated: {dropped} tokens dropped")
-        return ids
-
-    def _result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
-        """Result texts, with the exhaustion notice shown once where the budget ran out."""
-        texts, notified = [], False
-        for r, record in zip(results, turn.tool_results):
-            if record.get("exhausted"):
-                if notified:
-                    continue
-                notified = True
-                turn.notes.append("tool budget exhausted")
-            texts.append(r.text)
-        return texts
-
     def _tokens_left(self) -> int:
-        t = self.trajectory
-        if not t:
-            return 0
-        left = self.max_total_tokens - len(t.prompt_ids) - len(t.token_ids)
-        if self.max_response_tokens is not None:
-            left = min(left, self.max_response_tokens - len(t.token_ids))
-        return left
+        return self.episode.tokens_left() if self.episode else 0
 
     # ------------------------------------------------------------------ sessions
     async def aend_episode(self) -> None:
         """Close the running episode's tool sessions (one cut short by a wrapper, a deadline
         or a cancellation); the env stays usable.  Never raises: cleanup must always finish."""
-        if not self._sessions:
+        if self.episode is None or not self.episode.sessions:
             return
         await needs_loop()
-        sessions, self._sessions = self._sessions, {}
-        for name, session in sessions.items():
-            try:
-                await self.tools[name].close_session(session)
-            except Exception:  # noqa: BLE001 - a failing close must not stop the others
-                pass
+        await self.episode.close_sessions()
 
     def close(self) -> None:
         """Gymnasium's ``close``: runs ``aclose`` (final; customise with ``on_close``)."""
@@ -743,30 +556,8 @@ def _unframed(body: str, action_text: str) -> str:
     return body
 
 
-def _floats(logprobs: Any) -> list[float] | None:
-    return None if logprobs is None else [float(x) for x in logprobs]
-
-
 def reject_wiring(kwargs: Mapping[str, Any], env: str, hint: str) -> None:
     """Envs with their own protocol and tools refuse to have them replaced by keywords."""
     wiring = sorted(set(kwargs) & {"protocol", "tool_format", "tools", "system_prompt"})
     if wiring:
         raise ValueError(f"{env} has its own protocol and tools; {wiring} cannot be set. {hint}")
-
-
-def _record(call: ToolCall, result: ToolResult, flags: dict[str, Any]) -> dict[str, Any]:
-    """The ledger's record of one call: the tool's metadata (which never repeats the result
-    text), then the host's own facts, which a tool's metadata can never override."""
-    return {**result.metadata, "tool": call.name, "status": result.status.value,
-            "latency_s": result.latency_s, "chars": len(result.text),
-            "executed": bool(flags.pop("executed", False)), **flags}
-
-
-def _response_budget(value: int | None | bool) -> int | None:
-    """``max_response_tokens`` checked: a positive int, or ``None``/``False`` for no cap."""
-    if value is None or value is False:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_response_tokens must be a positive int, or False for no response "
-                         f"cap beside max_total_tokens; got {value!r}")
-    return value

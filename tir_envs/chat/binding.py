@@ -32,7 +32,7 @@ class ChatBinding:
         # the episode as a chat API holds it (``tir_envs.chat.served``): messages, tools
         self.conversation: list[Message] = []
         self.served_tools: list[dict] | None = None
-        self.served_render: Any = None
+        self._served_render: Any = None
         self._stop_texts: tuple[str, ...] | None = None
 
     @classmethod
@@ -62,6 +62,19 @@ class ChatBinding:
         self._opens = self._opens_reasoning(ids)
         self.conversation, self.served_tools = list(messages), tools
         return ids
+
+    # -- serving's view (``tir_envs.chat.served``) ---------------------------------------
+    def serving_render(self) -> Any:
+        """``(messages, tools) -> ids`` as a server renders them, made once (an error when the
+        family has no serving template)."""
+        if self._served_render is None:
+            from tir_envs.chat.served import serving_renderer
+            self._served_render = serving_renderer(self.renderer)
+        return self._served_render
+
+    def served_ids(self) -> list[int]:
+        """The conversation so far as a server would render it, generation prompt included."""
+        return self.serving_render()(self.conversation, self.served_tools)
 
     # -- a turn ------------------------------------------------------------------------
     def visible(self, text: str) -> str:

@@ -10,7 +10,7 @@ way it will be served (``tir-envs bench --as-served``): the policy is given the 
 conversation, the env keeps its ledger (rewards read it as always), and the tokens where the
 two differ are recorded on the trajectory (``metadata["served"]``).
 
-The conversation is the binding's: the protocol's prompt messages, each assistant turn as the
+The conversation is the episode's (kept by its chat binding): the protocol's prompt messages, each assistant turn as the
 text the policy sampled (its end-of-turn id dropped; reasoning and call text inside it, as a
 client that sends back what it received), and the env's messages after it (as framed, after
 the observation budget's cut).  The template: the tokenizer's own ``chat_template`` when it
@@ -30,12 +30,10 @@ Render = Callable[[list[Message], "list[dict] | None"], list[int]]
 
 def served_prompt(env: Any, ledger_ids: Sequence[int]) -> list[int]:
     """The prompt a server would give the policy now (``env`` is the base env, at the start of
-    a generation), with its drift from ``ledger_ids`` recorded on ``env.trajectory``."""
-    binding = check_servable(env)
-    render = binding.served_render or _bind_render(binding)
-    served = render(binding.conversation, binding.served_tools)
-    _record(env.trajectory, list(ledger_ids), served)
-    return served
+    a generation), with its drift from ``ledger_ids`` recorded by the running episode
+    (``Episode.served_prompt``: the episode owns its conversation and its ledger)."""
+    check_servable(env)
+    return env.episode.served_prompt(ledger_ids)
 
 
 def check_servable(env: Any) -> Any:
@@ -49,14 +47,8 @@ def check_servable(env: Any) -> Any:
         raise ValueError("as-served evaluation needs observations as chat messages (a server "
                          "cannot write a tool result inside the assistant's turn): pass the env "
                          "argument observation_role='tool' (or 'user')")
-    if binding.served_render is None:  # a family with no serving template: refused now
-        _bind_render(binding)
+    binding.serving_render()  # a family with no serving template: refused now
     return binding
-
-
-def _bind_render(binding: Any) -> Render:
-    binding.served_render = serving_renderer(binding.renderer)
-    return binding.served_render
 
 
 def serving_renderer(renderer: Any) -> Render:
@@ -97,13 +89,3 @@ def drift(ledger: Sequence[int], served: Sequence[int]) -> tuple[int, int]:
     matcher = difflib.SequenceMatcher(None, list(ledger), list(served), autojunk=False)
     same = sum(block.size for block in matcher.get_matching_blocks())
     return len(ledger) - same, len(served) - same
-
-
-def _record(traj: Any, ledger: list[int], served: list[int]) -> None:
-    ledger_only, served_only = drift(ledger, served)
-    entry = traj.metadata.setdefault("served", {"turns": [], "drift_tokens": 0,
-                                                "drifted_turns": 0})
-    entry["turns"].append({"ledger_tokens": len(ledger), "served_tokens": len(served),
-                           "ledger_only": ledger_only, "served_only": served_only})
-    entry["drift_tokens"] += ledger_only + served_only
-    entry["drifted_turns"] += bool(ledger_only or served_only)

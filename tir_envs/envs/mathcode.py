@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from tir_envs.data.math import load_math_tasks
-from tir_envs.env import TIREnv
+from tir_envs.env import TIREnv, reject_wiring
 from tir_envs.envs.tooling import pop_tool_config
 from tir_envs.protocols import MathProtocol, math_protocol
 from tir_envs.rewards.math.pool import GraderPool
@@ -37,9 +37,12 @@ class MathCodeEnv(TIREnv):
     ``tool_penalties`` (the -0.25 terms of VerlTool's reward code, see ``MathReward``) and
     ``grader``
     (a ``GraderPool``; default: the process-wide one).  ``chat``: ToRL and ZeroTIR run raw text
-    (base models) unless ``chat=True``; RITE is chat only.  ``renderer``/``thinking``/
-    ``observation_role``: chat mode per model family (``TIREnv``, docs/chat_models.md).
-    ``format_reward``: RITE's, on by default.
+    (base models) unless ``chat=True``; RITE is chat only.
+    ``format_reward``: RITE's format term of the rubric, on by default (``False`` weighs it 0).
+    Every other keyword is ``TIREnv``'s, passed through as given: the budgets
+    (``max_obs_tokens``, ``max_total_tokens``, ...), ``use_tools``, ``render_mode``, chat mode
+    per model family (``renderer``/``thinking``/``observation_role``, docs/chat_models.md),
+    ``reward_weights``.
     ``extraction``: ``"boxed"`` (the RL protocols') or ``"fallback"`` (also an unboxed final
     answer; for evaluation).
     """
@@ -55,31 +58,22 @@ class MathCodeEnv(TIREnv):
     def __init__(self, protocol: str | MathProtocol = "torl", tasks: Any = None,
                  tokenizer: Any = None, tool: Tool | None = None,
                  max_tool_calls: int | None = None, max_turns: int | None = None,
-                 max_obs_tokens: int | None = None, max_total_tokens: int | None = None,
-                 max_response_tokens: int | None | bool = None,
                  reward: MathReward | None = None, correct_reward: float | None = None,
                  wrong_reward: float | None = None, exec_error_penalty: float = 0.0,
                  tool_penalties: Mapping[str, float] | None = None, tool_penalty: float = 0.0,
-                 format_reward: bool = True,
-                 grader: GraderPool | None = None, extraction: str = "boxed",
-                 use_tools: bool = True, render_mode: str | None = None,
-                 chat: bool | None = None, renderer: Any = None, thinking: str | None = None,
-                 observation_role: str | None = None, **tool_kwargs: Any):
-        python = pop_tool_config(tool_kwargs, "python")["python"]
-        if tool_kwargs:
-            raise TypeError(f"MathCodeEnv got unexpected keyword argument(s) "
-                            f"{sorted(tool_kwargs)}")
+                 format_reward: bool = True, grader: GraderPool | None = None,
+                 extraction: str = "boxed", chat: bool | None = None, **kwargs: Any):
+        reject_wiring(kwargs, "MathCodeEnv", "Pick protocol='torl'|'zerotir'|'rite' (or pass a "
+                      "MathProtocol), and tool= for your own python tool.")
+        python = pop_tool_config(kwargs, "python")["python"]
         proto = math_protocol(protocol, python.stateful, extraction)
         if chat is False and isinstance(proto.tool_prompt("q"), list):
             raise ValueError(f"the {proto.name} protocol is chat only (its prompt is chat "
                              "messages); leave chat unset, or pick protocol='torl'/'zerotir'")
-        b = proto.budgets
-        check_positive_int(max_tool_calls=max_tool_calls, max_turns=max_turns,
-                           max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
-                           allow_none=True)
+        check_positive_int(max_tool_calls=max_tool_calls, max_turns=max_turns, allow_none=True)
         if tool is not None and (not isinstance(tool, Tool) or tool.name != "python"):
             raise TypeError(f"tool must be a Tool named 'python', got {tool!r}")
-        calls = max_tool_calls if max_tool_calls is not None else b.max_tool_calls
+        calls = max_tool_calls if max_tool_calls is not None else proto.budgets.max_tool_calls
         self.stateful = python.stateful
         self._owns_tool = tool is None
         tool = tool or python.build(proto.sandbox_error_style)
@@ -89,21 +83,16 @@ class MathCodeEnv(TIREnv):
             wrong_reward=proto.outcome_values.wrong if wrong_reward is None else wrong_reward,
             exec_error_penalty=exec_error_penalty, tool_penalties=dict(tool_penalties or {}),
             tool_penalty=tool_penalty, grader=grader)
+        if not format_reward:  # RITE's format term left out of the rubric
+            kwargs["reward_weights"] = {**(kwargs.get("reward_weights") or {}), "format": 0.0}
         super().__init__(
             tokenizer=tokenizer, tasks=tasks, protocol=proto, tools=[tool], reward=reward,
             max_turns=max_turns or proto.max_turns_for(calls),
-            max_tool_calls=None if calls is None else {"python": calls},
-            max_obs_tokens=max_obs_tokens, max_total_tokens=max_total_tokens,
-            max_response_tokens=max_response_tokens, use_tools=use_tools,
-            render_mode=render_mode, chat=chat, renderer=renderer, thinking=thinking,
-            observation_role=observation_role)
+            max_tool_calls=None if calls is None else {"python": calls}, chat=chat, **kwargs)
         self.format_reward = format_reward
 
     def load_tasks(self, source: str) -> Sequence[Any]:
         return load_math_tasks(source)
-
-    def extra_reward(self):
-        return super().extra_reward() if self.format_reward else ({}, {})
 
     def on_close(self) -> None:
         if self._owns_tool:

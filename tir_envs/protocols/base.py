@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tir_envs.formats.base import ToolCall, ToolCallFormat
+from tir_envs.protocols.budgets import Budgets
 
 if TYPE_CHECKING:
     from tir_envs.codec import Codec
@@ -21,23 +22,6 @@ if TYPE_CHECKING:
 
 def _unframed(body: str, action_text: str) -> str:
     return body
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """A protocol's default budgets; env constructor arguments override each one.
-
-    ``max_tool_calls``: executed calls per tool over the episode (an int for every tool, a dict
-    by tool name, or ``None`` for no cap beyond ``max_turns``).  ``max_total_tokens`` counts the
-    prompt and the episode; ``max_response_tokens`` (when set) the episode alone.
-    """
-
-    max_turns: int = 4
-    max_tool_calls: int | Mapping[str, int] | None = None
-    max_obs_tokens: int = 512
-    max_total_tokens: int = 8192
-    #: tokens after the prompt (None: only ``max_total_tokens`` counts)
-    max_response_tokens: int | None = None
 
 
 @dataclass
