@@ -96,26 +96,55 @@ async def _latency(fn, calls: int) -> float:
     return statistics.median(times)
 
 
-async def _under_flood(bystander, floods, calls: int) -> dict:
-    """The bystander's median latency idle, then while ``floods`` (coroutine functions, each
-    run in a loop) keep going; their ratio."""
+async def _latencies_for(fn, calls: int, seconds: float) -> list[float]:
+    """Seconds of each ``fn(i)``: at least ``calls`` calls and ``seconds`` of calling, so a
+    flood's slow moments (a killed worker replaced) fall inside the window."""
+    times: list[float] = []
+    until = time.perf_counter() + seconds
+    while len(times) < calls or time.perf_counter() < until:
+        start = time.perf_counter()
+        await fn(len(times))
+        times.append(time.perf_counter() - start)
+        await asyncio.sleep(0.001)  # a caller that thinks between calls, as a policy does
+    return times
+
+
+def _p90(times: list[float]) -> float:
+    return sorted(times)[int(0.9 * (len(times) - 1))]
+
+
+async def _under_flood(bystander, floods, calls: int, seconds: float = 0.0,
+                       rounds: int = 1, settle_s: float = 0.0) -> dict:
+    """The bystander's latency (median, 90th percentile) idle and while ``floods`` (coroutine
+    functions, each run in a loop) keep going: ``rounds`` pairs of windows of ``seconds``
+    each, interleaved, so a change of the machine's load hits both sides alike; ratios.
+    ``settle_s``: the pause after a flood is stopped (its last calls end at their deadline)."""
     await bystander(0)
-    idle = await _latency(bystander, calls)
+    idle: list[float] = []
+    flooded: list[float] = []
 
     async def forever(flood):
         while True:
             await flood()
             await asyncio.sleep(0)  # a flood that answers at once still lets others run
-    tasks = [asyncio.ensure_future(forever(f)) for f in floods]
-    await asyncio.sleep(0.2)  # the flood is under way
-    flooded = await _latency(bystander, calls)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle}
+    for _ in range(rounds):
+        idle += await _latencies_for(bystander, calls, seconds)
+        tasks = [asyncio.ensure_future(forever(f)) for f in floods]
+        await asyncio.sleep(0.2)  # the flood is under way
+        flooded += await _latencies_for(bystander, calls, seconds)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(settle_s)
+    med_idle, med_flooded = statistics.median(idle), statistics.median(flooded)
+    return {"idle_ms": med_idle * 1e3, "flooded_ms": med_flooded * 1e3,
+            "ratio": med_flooded / med_idle, "idle_p90_ms": _p90(idle) * 1e3,
+            "flooded_p90_ms": _p90(flooded) * 1e3, "p90_ratio": _p90(flooded) / _p90(idle),
+            "calls": [len(idle), len(flooded)], "seconds_per_window": seconds,
+            "rounds": rounds, "load_after": os.getloadavg()}
 
 
-def bench_floods(calls: int) -> dict:
+def bench_floods(calls: int, seconds: float, rounds: int = 1) -> dict:
     from tir_envs.tools import function_tool
     bystander_tool = function_tool(add)
 
@@ -128,14 +157,36 @@ def bench_floods(calls: int) -> dict:
     async def main():
         await gil.warm_up()
         out = {"hanging_calls": await _under_flood(
-            bystander, [lambda: hanging.call({"seconds": 5.0}) for _ in range(12)], calls)}
+            bystander, [lambda: hanging.call({"seconds": 5.0}) for _ in range(12)], calls,
+            seconds, rounds)}
         out["gil_hog_isolated"] = await _under_flood(
-            bystander, [lambda: gil.call({"base": 3, "exponent": 12_000_000})], calls)
+            bystander, [lambda: gil.call({"base": 3, "exponent": 12_000_000})] * 2, calls,
+            seconds, rounds, settle_s=1.2)
         return out
     try:
-        return asyncio.run(main())
+        out = asyncio.run(main())
     finally:
         gil.close()
+    out["worker_start"] = _worker_starts(pick(3, 1))
+    return out
+
+
+def _worker_starts(times: int) -> dict:
+    """Median milliseconds to replace a killed worker: forked from the warm template (what
+    ``isolation="process"`` does) against a fresh ``spawn`` interpreter, interleaved."""
+    import multiprocessing
+
+    from tir_envs.tools.isolated import _context, _Worker
+    contexts = {"warm_fork_ms": _context(), "spawn_ms": multiprocessing.get_context("spawn")}
+    samples: dict[str, list[float]] = {k: [] for k in contexts}
+    for _ in range(times):
+        for key, context in contexts.items():
+            start = time.perf_counter()
+            _Worker(context, power).kill()
+            samples[key].append((time.perf_counter() - start) * 1e3)
+    out = {k: statistics.median(v) for k, v in samples.items()}
+    out["ratio"] = out["warm_fork_ms"] / out["spawn_ms"]
+    return out
 
 
 #: two clients sending 12 MB text actions over and over (each refused at the WebSocket's size
@@ -297,11 +348,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=pick(200, 5), help="calls per round")
     parser.add_argument("--rounds", type=int, default=pick(5, 1))
+    parser.add_argument("--flood-seconds", type=float, default=pick(1.5, 0.3),
+                        help="seconds of bystander calls per window, idle and under each flood "
+                             "(--rounds pairs; a GIL hog's worker is killed every second)")
     args = parser.parse_args()
     out: dict = {"load": os.getloadavg(), "calls_per_round": args.calls, "rounds": args.rounds}
     out["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     out["function"] = bench_function(args.calls * 10, args.rounds)
-    out["floods"] = bench_floods(max(5, args.calls // 4))
+    out["floods"] = bench_floods(max(5, args.calls // 4), args.flood_seconds, args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         out["mcp_stdio"] = bench_mcp(Path(tmp), args.calls, args.rounds)
         out["openenv"] = bench_openenv(Path(tmp), max(1, args.calls // 4), args.rounds)
