@@ -217,13 +217,19 @@ asyncio.run(main())
 
 
 async def _under_process_flood(bystander, script: str, port: int, calls: int,
-                               *args: str) -> dict:
-    """The bystander's median latency idle, then while ``script`` floods from a subprocess."""
+                               *args: str, fresh=None) -> dict:
+    """The bystander's median latency idle, then while ``script`` floods from a subprocess;
+    ``fresh()`` before each window starts the bystander's episode anew (a step's observation
+    carries the whole ledger: both windows start from the same length)."""
+    if fresh is not None:
+        await fresh()
     await bystander(0)
     idle = statistics.median(await _latencies_for(bystander, calls, FLOOD_SECONDS))
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(port), *args)
     try:
         await asyncio.sleep(1.0)  # the flood is under way
+        if fresh is not None:
+            await fresh()
         times = await _latencies_for(bystander, calls, FLOOD_SECONDS)
     finally:
         proc.kill()
@@ -331,8 +337,10 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
                 await client.step({"tokens": action})
             pairs = await _pairs({"direct": direct, "served": served}, calls, rounds)
 
+            async def fresh():
+                await client.reset(index=0)
             flood = {name: await _under_process_flood(served, HUGE_TEXT_FLOOD, port,
-                                                      max(3, calls), str(size))
+                                                      max(3, calls), str(size), fresh=fresh)
                      for name, size in (("flooded_by_12mb_texts", 12 << 20),
                                         ("flooded_by_1mib_texts", (1 << 20) - 4096))}
             return pairs, flood
