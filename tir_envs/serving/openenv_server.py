@@ -20,15 +20,17 @@ beside it: a session's env is built on a worker thread at its first reset (at mo
 sessions' envs are kept for the next ones (``EnvPool``), a text action longer than
 ``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is tokenized, and
 one that fits is tokenized (and its drift measured) on a worker thread, at most
-``TEXTS_AT_ONCE`` at a time, while the loop serves the other sessions (the tokenizer lets go
-of the GIL for long texts: ``Codec.encode``).  ``tir-envs serve openenv`` puts ``tir_envs.serving.guard`` in
-front (token, Origin allow-list, size caps) and ends sessions idle for ``--idle-s``.
+``TEXTS_AT_ONCE`` (half the cores) at a time, while the loop serves the other sessions
+(the tokenizer lets go of the GIL for long texts: ``Codec.encode``).  ``tir-envs serve
+openenv`` puts ``tir_envs.serving.guard`` in front (token, Origin allow-list, size caps) and
+ends sessions idle for ``--idle-s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import uuid
 from typing import Any, Callable, Optional
@@ -44,8 +46,13 @@ BUILDS_AT_ONCE = 2
 #: characters a text action may have per token left in the episode's budget (no token of any
 #: vocabulary is longer), so a 12 MB text is refused before it is tokenized
 TEXT_CHARS_PER_TOKEN = 32
-#: text actions tokenized at once by one server (each on a worker thread)
-TEXTS_AT_ONCE = 2
+#: text actions tokenized at once by one server (each on a worker thread, the GIL let go):
+#: half the cores, so the loop always has one (two flooding clients on two cores would
+#: otherwise take both)
+TEXTS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
+#: characters of text plus ids of ledger from which tokenizing a text action is heavy work
+#: (done off the loop); below, it costs well under a millisecond
+HEAVY_FROM = 4096
 _BUILDS = threading.BoundedSemaphore(BUILDS_AT_ONCE)
 _TEXTS = Slots(TEXTS_AT_ONCE)
 
@@ -164,7 +171,8 @@ class TIREnvironment(Environment):
             raise ValueError(f"the text action has {len(text):,} characters; with {left} "
                              f"tokens left at most {limit:,} can fit: send fewer")
         codec, ledger = self.env.codec, self._ledger()
-        ids, before = await _off_loop(lambda: (codec.encode(text), codec.drift(ledger)))
+        ids, before = await _off_loop(lambda: (codec.encode(text), codec.drift(ledger)),
+                                      heavy=len(text) + len(ledger) >= HEAVY_FROM)
         return {"tokens": ids}, before
 
     async def _count_drift(self, before: int) -> None:
@@ -173,7 +181,7 @@ class TIREnvironment(Environment):
         traj = self.env.trajectory
         end = traj.turns[-1].action_span[1] if traj.turns else len(traj.token_ids)
         codec, ledger = self.env.codec, self._ledger(end)
-        after = await _off_loop(lambda: codec.drift(ledger))
+        after = await _off_loop(lambda: codec.drift(ledger), heavy=len(ledger) >= HEAVY_FROM)
         traj.retokenized = True
         traj.drift += max(0, after - before)
 
@@ -255,9 +263,13 @@ def stop_token_ids(env: Any) -> list[int]:
     return sorted(i for i in ids if isinstance(i, int))
 
 
-async def _off_loop(job: Callable[[], Any]) -> Any:
-    """``job()`` on a worker thread, at most ``TEXTS_AT_ONCE`` at a time; a slot is freed
-    when its job has ended (not when a caller gave up), so abandoned jobs cannot pile up."""
+async def _off_loop(job: Callable[[], Any], heavy: bool) -> Any:
+    """A ``heavy`` job on a worker thread, at most ``TEXTS_AT_ONCE`` at a time (a slot is
+    freed when its job has ended, not when a caller gave up, so abandoned jobs cannot pile
+    up); a light one (a short text, a short ledger) at once on the loop, so a client's
+    ordinary step never waits behind another's huge one."""
+    if not heavy:
+        return job()
     await _TEXTS.acquire(None)
 
     def run() -> Any:
