@@ -192,15 +192,20 @@ def test_metadata_and_state_build_no_env():
     assert not built
 
 
-def test_a_long_text_action_is_tokenized_off_the_loop():
-    """While one session's long text action is being tokenized, another session's step runs
-    to its end: the tokenizer holds the big action (until the bystander is done) on a worker
-    thread, not on the loop every session shares."""
+def test_a_long_text_action_is_tokenized_off_the_loop(monkeypatch):
+    """While one session's long text action is being tokenized, another session's text step
+    runs to its end: the tokenizer holds the big action (until the bystander is done) on a
+    worker thread, not on the loop every session shares, and the bystander's short text does
+    not wait for the thread slot the big one holds (one slot, as on a 2-core machine)."""
     import threading
 
     import tir_envs
     from tests.hostile_tools import instant
+    from tir_envs.serving import openenv_server
     from tir_envs.serving.openenv_server import TIREnvironment, TokenAction
+    from tir_envs.tools.slots import Slots
+
+    monkeypatch.setattr(openenv_server, "_TEXTS", Slots(1))
 
     def make():
         return tir_envs.make("tir/ToolUse-v0", tasks=TASKS, tools=[instant])
