@@ -232,6 +232,9 @@ def test_a_long_text_action_is_tokenized_off_the_loop(monkeypatch):
         bystander_done.set()
         large = await flood
         assert big.env.trajectory.retokenized  # as the env records a text action
+        # the long text's ids (the tokenizer's batch call, which lets go of the GIL) are the
+        # tokenizer's own
+        assert encode(text) == big.env.tokenizer.encode(text, add_special_tokens=False)
         return out, large
     try:
         small, large = asyncio.run(main())
