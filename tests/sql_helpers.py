@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from benchmarks.sql_quoting import QUOTES, quote_identifiers, schema_names  # noqa: F401
+from tir_envs.bench.sql_quoting import QUOTES, quote_identifiers, schema_names  # noqa: F401
 from tir_envs.data.spider import spider_databases
 from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol
 from tir_envs.tools.sql.database import SQLDatabase, open_database

@@ -3,7 +3,7 @@ reference rule of ``benchmarks/perf/sql_agreement.py`` is the rule its docstring
 
 from __future__ import annotations
 
-from benchmarks.perf.sql_agreement import QUICK_DATABASES, measure, reference_verdict
+from tir_envs.bench.perf.sql_agreement import QUICK_DATABASES, measure, reference_verdict
 
 
 def test_the_reference_rule():

@@ -34,8 +34,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK  # noqa: E402
-from benchmarks.sql_quoting import quote_identifiers, schema_names  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK  # noqa: E402
+from tir_envs.bench.sql_quoting import quote_identifiers, schema_names  # noqa: E402
 
 from tir_envs.data.spider import load_spider  # noqa: E402
 from tir_envs.rewards.sql import match, task_database  # noqa: E402
