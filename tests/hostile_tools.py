@@ -67,3 +67,10 @@ def interrupts(x: int) -> int:
 def exits(code: int) -> int:
     """Calls sys.exit."""
     raise SystemExit(code)
+
+
+def worker_limits(x: int) -> str:
+    """The calling process's niceness and CPU-time soft limit, as ``"nice cpu_soft"``."""
+    import os
+    import resource
+    return f"{os.nice(0)} {resource.getrlimit(resource.RLIMIT_CPU)[0]}"

@@ -40,6 +40,14 @@ def assert_held(report) -> None:
     assert held >= 25, report.verdicts()  # the battery really ran, probes of every family
 
 
+def assert_hostile_inputs_held(report) -> None:
+    """The shipped tool's hostile inputs ran (their calls ended as results or as the policy's
+    own errors) and masked nothing."""
+    probe = next(p.to_dict() for p in report.probes if p.name == "mask.hostile_inputs")
+    assert probe["verdict"] == "HELD", probe
+    assert set(probe["statuses"]) & {"ok", "tool_error"}, probe  # calls ran
+
+
 @pytest.mark.parametrize("protocol", ["torl", "zerotir", "rite"])
 def test_mathcode_holds(protocol, grader, tmp_path):
     report = audit("tir/MathCode-v0", protocol=protocol, tasks=2, out=tmp_path,
@@ -47,6 +55,7 @@ def test_mathcode_holds(protocol, grader, tmp_path):
     assert_held(report)
     assert report.verdicts()["forged.time"] == "HELD"  # python probes applied
     assert report.verdicts()["forged.frames"] == "HELD"  # no frame yields infra_error
+    assert_hostile_inputs_held(report)
     written = json.loads((tmp_path / "audit.json").read_text())
     assert written["env"] == "tir/MathCode-v0" and len(written["probes"]) == len(PROBES)
     assert (tmp_path / "audit.md").read_text().startswith("# Reward-hacking audit")
@@ -57,6 +66,7 @@ def test_search_holds():
                    env_kwargs={"retriever": str(small_index("bm25"))})
     assert_held(report)
     assert report.verdicts()["forged.time"] == "N/A"  # no Python tool
+    assert_hostile_inputs_held(report)
 
 
 def test_sql_holds():
@@ -66,6 +76,7 @@ def test_sql_holds():
         "reward": SQLReward(timeout_s=2.0, cache_dir=CACHE)})
     assert_held(report)
     assert report.verdicts()["forged.sql_runaway"] == "HELD"
+    assert_hostile_inputs_held(report)
 
 
 def test_autotir_holds(grader):

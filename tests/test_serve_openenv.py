@@ -190,3 +190,56 @@ def test_metadata_and_state_build_no_env():
     assert session.get_metadata().name == "tir/ToolUse-v0" and session.state.env_id
     session.close()
     assert not built
+
+
+def test_a_long_text_action_is_tokenized_off_the_loop(monkeypatch):
+    """While one session's long text action is being tokenized, another session's text step
+    runs to its end: the tokenizer holds the big action (until the bystander is done) on a
+    worker thread, not on the loop every session shares, and the bystander's short text does
+    not wait for the thread slot the big one holds (one slot, as on a 2-core machine)."""
+    import threading
+
+    import tir_envs
+    from tests.hostile_tools import instant
+    from tir_envs.serving import openenv_server
+    from tir_envs.serving.openenv_server import TIREnvironment, TokenAction
+    from tir_envs.tools.slots import Slots
+
+    monkeypatch.setattr(openenv_server, "_TEXTS", Slots(1))
+
+    def make():
+        return tir_envs.make("tir/ToolUse-v0", tasks=TASKS, tools=[instant])
+    big, bystander = (TIREnvironment(make, "tir/ToolUse-v0", {"name": "t"}) for _ in range(2))
+    order: list[str] = []
+    bystander_done = threading.Event()
+
+    async def main():
+        await big.reset_async(index=0)
+        await bystander.reset_async(index=0)
+        encode = big.env.codec.encode
+
+        def slow_encode(text: str) -> list[int]:
+            if len(text) > 10_000:  # the big action: held until the bystander has stepped
+                bystander_done.wait(30)
+                order.append("big tokenized")
+            return encode(text)
+        big.env.codec.encode = slow_encode
+        text = "Let me think. " * 2_000 + "<answer>Paris</answer>"
+        flood = asyncio.ensure_future(big.step_async(TokenAction(text=text)))
+        await asyncio.sleep(0.05)  # the big action is under way
+        out = await bystander.step_async(TokenAction(text="<answer>Paris</answer>"))
+        order.append("bystander stepped")
+        bystander_done.set()
+        large = await flood
+        assert big.env.trajectory.retokenized  # as the env records a text action
+        # the long text's ids (the tokenizer's batch call, which lets go of the GIL) are the
+        # tokenizer's own
+        assert encode(text) == big.env.tokenizer.encode(text, add_special_tokens=False)
+        return out, large
+    try:
+        small, large = asyncio.run(main())
+    finally:
+        big.close()
+        bystander.close()
+    assert order[:2] == ["bystander stepped", "big tokenized"]  # (then its drift, re-encoded)
+    assert small.done and small.reward == 1.0 and large.done and large.reward == 1.0

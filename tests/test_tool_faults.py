@@ -125,6 +125,24 @@ def test_process_isolation_stops_a_call_that_holds_the_gil():
         power.close()
 
 
+def test_process_workers_yield_the_cpu_and_die_on_their_own():
+    """A worker burning a core (a flood of GIL hogs the policy chose) runs at a lower priority
+    than the host, under a CPU-time limit near its call's deadline (the kernel ends it even if
+    the host thread that would kill it is gone), and is forked warm, not spawned."""
+    import os
+    import resource
+    limits = function_tool(hostile.worker_limits, timeout_s=5, isolation="process")
+    try:
+        result = asyncio.run(limits.call({"x": 1}))
+        assert result.ok, result.text
+        nice, soft = (int(v) for v in result.text.split())
+        assert nice >= os.nice(0) + 5
+        assert soft != resource.RLIM_INFINITY and soft <= 5 + 60
+        assert limits._workers._context.get_start_method() == "forkserver"
+    finally:
+        limits.close()
+
+
 def test_process_isolation_refuses_what_it_cannot_send():
     with pytest.raises(TypeError, match="cannot be pickled"):
         function_tool(lambda x: x, name="anon", isolation="process")

@@ -14,6 +14,9 @@ from typing import Sequence
 
 from tir_envs.untrusted import escape_controls, plain_encoder
 
+#: characters from which ``Codec.encode`` lets other threads run while the Rust tokenizer
+#: works (its batch call releases the GIL; the single call holds it: 4 s for 1 MB)
+RELEASE_GIL_FROM = 4096
 _SENTINEL_A = "\x00ASSISTANT-SENTINEL\x00"
 _SENTINEL_U = "\x00OBSERVATION-SENTINEL\x00"
 
@@ -35,6 +38,8 @@ class Codec:
         id in every family, as the tokenizer's template encodes it (mistral-common's backend
         alone reads ``</s>`` as text: its controls are matched here)."""
         if self._backend is not None:
+            if len(text) >= RELEASE_GIL_FROM:  # the same ids; other threads run meanwhile
+                return self._backend.encode_batch([text], add_special_tokens=False)[0].ids
             return self._backend.encode(text, add_special_tokens=False).ids
         if self._controls is not None:
             return self._encode_with_controls(text)
@@ -51,6 +56,10 @@ class Codec:
         if pos < len(text):
             out += self.tokenizer.encode(text[pos:], add_special_tokens=False)
         return list(out)
+
+    def drift(self, ledger_ids: Sequence[int]) -> int:
+        """The ledger's drift: how far it is from a fresh encode of its own text (``drift``)."""
+        return drift(ledger_ids, self.encode(self.decode(ledger_ids)))
 
     def encode_untrusted(self, text: str) -> list[int]:
         """Ids for text the env did not write (tool output, documents, rows): no added-token

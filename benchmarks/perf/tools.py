@@ -96,26 +96,55 @@ async def _latency(fn, calls: int) -> float:
     return statistics.median(times)
 
 
-async def _under_flood(bystander, floods, calls: int) -> dict:
-    """The bystander's median latency idle, then while ``floods`` (coroutine functions, each
-    run in a loop) keep going; their ratio."""
+async def _latencies_for(fn, calls: int, seconds: float) -> list[float]:
+    """Seconds of each ``fn(i)``: at least ``calls`` calls and ``seconds`` of calling, so a
+    flood's slow moments (a killed worker replaced) fall inside the window."""
+    times: list[float] = []
+    until = time.perf_counter() + seconds
+    while len(times) < calls or time.perf_counter() < until:
+        start = time.perf_counter()
+        await fn(len(times))
+        times.append(time.perf_counter() - start)
+        await asyncio.sleep(0.001)  # a caller that thinks between calls, as a policy does
+    return times
+
+
+def _p90(times: list[float]) -> float:
+    return sorted(times)[int(0.9 * (len(times) - 1))]
+
+
+async def _under_flood(bystander, floods, calls: int, seconds: float = 0.0,
+                       rounds: int = 1, settle_s: float = 0.0) -> dict:
+    """The bystander's latency (median, 90th percentile) idle and while ``floods`` (coroutine
+    functions, each run in a loop) keep going: ``rounds`` pairs of windows of ``seconds``
+    each, interleaved, so a change of the machine's load hits both sides alike; ratios.
+    ``settle_s``: the pause after a flood is stopped (its last calls end at their deadline)."""
     await bystander(0)
-    idle = await _latency(bystander, calls)
+    idle: list[float] = []
+    flooded: list[float] = []
 
     async def forever(flood):
         while True:
             await flood()
             await asyncio.sleep(0)  # a flood that answers at once still lets others run
-    tasks = [asyncio.ensure_future(forever(f)) for f in floods]
-    await asyncio.sleep(0.2)  # the flood is under way
-    flooded = await _latency(bystander, calls)
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle}
+    for _ in range(rounds):
+        idle += await _latencies_for(bystander, calls, seconds)
+        tasks = [asyncio.ensure_future(forever(f)) for f in floods]
+        await asyncio.sleep(0.2)  # the flood is under way
+        flooded += await _latencies_for(bystander, calls, seconds)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(settle_s)
+    med_idle, med_flooded = statistics.median(idle), statistics.median(flooded)
+    return {"idle_ms": med_idle * 1e3, "flooded_ms": med_flooded * 1e3,
+            "ratio": med_flooded / med_idle, "idle_p90_ms": _p90(idle) * 1e3,
+            "flooded_p90_ms": _p90(flooded) * 1e3, "p90_ratio": _p90(flooded) / _p90(idle),
+            "calls": [len(idle), len(flooded)], "seconds_per_window": seconds,
+            "rounds": rounds, "load_after": os.getloadavg()}
 
 
-def bench_floods(calls: int) -> dict:
+def bench_floods(calls: int, seconds: float, rounds: int = 1) -> dict:
     from tir_envs.tools import function_tool
     bystander_tool = function_tool(add)
 
@@ -128,30 +157,54 @@ def bench_floods(calls: int) -> dict:
     async def main():
         await gil.warm_up()
         out = {"hanging_calls": await _under_flood(
-            bystander, [lambda: hanging.call({"seconds": 5.0}) for _ in range(12)], calls)}
+            bystander, [lambda: hanging.call({"seconds": 5.0}) for _ in range(12)], calls,
+            seconds, rounds)}
         out["gil_hog_isolated"] = await _under_flood(
-            bystander, [lambda: gil.call({"base": 3, "exponent": 12_000_000})], calls)
+            bystander, [lambda: gil.call({"base": 3, "exponent": 12_000_000})] * 2, calls,
+            seconds, rounds, settle_s=1.2)
         return out
     try:
-        return asyncio.run(main())
+        out = asyncio.run(main())
     finally:
         gil.close()
+    out["worker_start"] = _worker_starts(pick(3, 1))
+    return out
 
 
-#: two clients sending 12 MB text actions over and over (each refused at the WebSocket's size
-#: cap), from another process so their own sending costs the bystander's process nothing
+def _worker_starts(times: int) -> dict:
+    """Median milliseconds to replace a killed worker: forked from the warm template (what
+    ``isolation="process"`` does) against a fresh ``spawn`` interpreter, interleaved."""
+    import multiprocessing
+
+    from tir_envs.tools.isolated import _context, _Worker
+    contexts = {"warm_fork_ms": _context(), "spawn_ms": multiprocessing.get_context("spawn")}
+    samples: dict[str, list[float]] = {k: [] for k in contexts}
+    for _ in range(times):
+        for key, context in contexts.items():
+            start = time.perf_counter()
+            _Worker(context, power).kill()
+            samples[key].append((time.perf_counter() - start) * 1e3)
+    out = {k: statistics.median(v) for k, v in samples.items()}
+    out["ratio"] = out["warm_fork_ms"] / out["spawn_ms"]
+    return out
+
+
+#: two clients sending text actions of argv[2] characters over and over (12 MB: each refused
+#: at the WebSocket's size cap; just under 1 MiB: each tokenized), from another process so
+#: their own sending costs the bystander's process nothing
 HUGE_TEXT_FLOOD = '''
 import asyncio, json, sys
 from websockets.asyncio.client import connect
 
 async def one():
-    text = json.dumps({"type": "step", "data": {"text": "x" * (12 << 20)}})
+    size = int(sys.argv[2])
+    text = json.dumps({"type": "step", "data": {"text": ("hello world " * size)[:size]}})
     while True:
         try:
             async with connect(f"ws://127.0.0.1:{sys.argv[1]}/ws", max_size=None) as ws:
                 await ws.send(json.dumps({"type": "reset", "data": {"index": 0}}))
                 await ws.recv()
-                while True:  # the connection is closed at the first (over the size cap)
+                while True:  # a 12 MB text closes the connection at once (over the size cap)
                     await ws.send(text)
                     await ws.recv()
         except Exception:
@@ -163,18 +216,28 @@ asyncio.run(main())
 '''
 
 
-async def _under_process_flood(bystander, script: str, port: int, calls: int) -> dict:
-    """The bystander's median latency idle, then while ``script`` floods from a subprocess."""
+async def _under_process_flood(bystander, script: str, port: int, calls: int,
+                               *args: str, fresh=None) -> dict:
+    """The bystander's median latency idle, then while ``script`` floods from a subprocess;
+    ``fresh()`` before each window starts the bystander's episode anew (a step's observation
+    carries the whole ledger: both windows start from the same length)."""
+    if fresh is not None:
+        await fresh()
     await bystander(0)
-    idle = await _latency(bystander, calls)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(port))
+    idle = statistics.median(await _latencies_for(bystander, calls, FLOOD_SECONDS))
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(port), *args)
     try:
         await asyncio.sleep(1.0)  # the flood is under way
-        flooded = await _latency(bystander, calls)
+        if fresh is not None:
+            await fresh()
+        times = await _latencies_for(bystander, calls, FLOOD_SECONDS)
     finally:
         proc.kill()
         await proc.wait()
-    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle}
+    flooded = statistics.median(times)
+    return {"idle_ms": idle * 1e3, "flooded_ms": flooded * 1e3, "ratio": flooded / idle,
+            "flooded_p90_ms": _p90(times) * 1e3, "calls": len(times),
+            "load_after": os.getloadavg()}
 
 
 async def _per_call(fn, calls: int) -> float:
@@ -274,7 +337,12 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
                 await client.step({"tokens": action})
             pairs = await _pairs({"direct": direct, "served": served}, calls, rounds)
 
-            flood = await _under_process_flood(served, HUGE_TEXT_FLOOD, port, max(3, calls))
+            async def fresh():
+                await client.reset(index=0)
+            flood = {name: await _under_process_flood(served, HUGE_TEXT_FLOOD, port,
+                                                      max(3, calls), str(size), fresh=fresh)
+                     for name, size in (("flooded_by_12mb_texts", 12 << 20),
+                                        ("flooded_by_1mib_texts", (1 << 20) - 4096))}
             return pairs, flood
     try:
         t, flood = asyncio.run(main())
@@ -283,7 +351,11 @@ def bench_openenv(folder: Path, calls: int, rounds: int) -> dict:
         stop(proc)
     return {"direct_step_ms": t["direct"] * 1e3, "served_step_ms": t["served"] * 1e3,
             "served_minus_direct_ms": (t["served"] - t["direct"]) * 1e3,
-            "ratio": t["served"] / t["direct"], "flooded_by_12mb_texts": flood}
+            "ratio": t["served"] / t["direct"], **flood}
+
+
+#: seconds of a bystander's steps under a client flood (a 1 MiB text takes seconds to tokenize)
+FLOOD_SECONDS = pick(4.0, 1.5)
 
 
 def _free_port() -> int:
@@ -297,11 +369,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=pick(200, 5), help="calls per round")
     parser.add_argument("--rounds", type=int, default=pick(5, 1))
+    parser.add_argument("--flood-seconds", type=float, default=pick(1.5, 0.3),
+                        help="seconds of bystander calls per window, idle and under each flood "
+                             "(--rounds pairs; a GIL hog's worker is killed every second)")
     args = parser.parse_args()
     out: dict = {"load": os.getloadavg(), "calls_per_round": args.calls, "rounds": args.rounds}
     out["uptime"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     out["function"] = bench_function(args.calls * 10, args.rounds)
-    out["floods"] = bench_floods(max(5, args.calls // 4))
+    out["floods"] = bench_floods(max(5, args.calls // 4), args.flood_seconds, args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         out["mcp_stdio"] = bench_mcp(Path(tmp), args.calls, args.rounds)
         out["openenv"] = bench_openenv(Path(tmp), max(1, args.calls // 4), args.rounds)

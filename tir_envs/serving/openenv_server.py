@@ -17,16 +17,20 @@ The env's async twins run on the server's event loop (``reset_async``/``step_asy
 concurrent sessions never wait on each other's tool calls.  What would hold that loop runs
 beside it: a session's env is built on a worker thread at its first reset (at most
 ``BUILDS_AT_ONCE`` at a time; ``/metadata`` and ``/state`` never build one), ended
-sessions' envs are kept for the next ones (``EnvPool``), and a text action longer than
-``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is tokenized (so
-tokenizing one stays bounded).  ``tir-envs serve openenv`` puts ``tir_envs.serving.guard`` in
-front (token, Origin allow-list, size caps) and ends sessions idle for ``--idle-s``.
+sessions' envs are kept for the next ones (``EnvPool``), a text action longer than
+``TEXT_CHARS_PER_TOKEN`` characters per token left is refused before it is tokenized, and
+one that fits is tokenized (and its drift measured) on a worker thread, at most
+``TEXTS_AT_ONCE`` (half the cores) at a time, while the loop serves the other sessions
+(the tokenizer lets go of the GIL for long texts: ``Codec.encode``).  ``tir-envs serve
+openenv`` puts ``tir_envs.serving.guard`` in front (token, Origin allow-list, size caps) and
+ends sessions idle for ``--idle-s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import uuid
 from typing import Any, Callable, Optional
@@ -35,12 +39,22 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
+from tir_envs.tools.slots import Slots
+
 #: envs built at once by one server (building loads a tokenizer, a dataset, tools)
 BUILDS_AT_ONCE = 2
 #: characters a text action may have per token left in the episode's budget (no token of any
 #: vocabulary is longer), so a 12 MB text is refused before it is tokenized
 TEXT_CHARS_PER_TOKEN = 32
+#: text actions tokenized at once by one server (each on a worker thread, the GIL let go):
+#: half the cores, so the loop always has one (two flooding clients on two cores would
+#: otherwise take both)
+TEXTS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
+#: characters of text plus ids of ledger from which tokenizing a text action is heavy work
+#: (done off the loop); below, it costs well under a millisecond
+HEAVY_FROM = 4096
 _BUILDS = threading.BoundedSemaphore(BUILDS_AT_ONCE)
+_TEXTS = Slots(TEXTS_AT_ONCE)
 
 
 class TokenAction(Action):
@@ -134,9 +148,12 @@ class TIREnvironment(Environment):
         if self.env is None or self.env.trajectory is None:
             raise ValueError("reset before step")
         act: Any = {"tokens": list(action.tokens), "logprobs": action.logprobs}
+        drift_before = 0
         if action.text is not None:
-            act = await self._text_action(action.text)
+            act, drift_before = await self._text_action(action.text)
         obs, reward, terminated, truncated, info = await self.env.astep(act)
+        if action.text is not None:
+            await self._count_drift(drift_before)
         self._state.step_count += 1
         self._state.turns = len(self.env.trajectory.turns)
         out = self._observation(obs["tokens"].tolist(), info, terminated or truncated, reward)
@@ -144,15 +161,33 @@ class TIREnvironment(Environment):
         out.turn_status = info["turn"].status or ""
         return out
 
-    async def _text_action(self, text: str) -> str:
-        """A text action, refused before it is tokenized when it is longer than any text that
-        can fit the tokens left (so tokenizing it on the loop stays bounded)."""
+    async def _text_action(self, text: str) -> tuple[dict[str, Any], int]:
+        """A text action as the ids the env would encode it to, and the ledger's drift before
+        it: refused before it is tokenized when it is longer than any text that can fit the
+        tokens left, else tokenized off the loop (see the module docstring)."""
         left = max(1, self.env.limits.max_new_tokens)
         limit = TEXT_CHARS_PER_TOKEN * left
         if len(text) > limit:
             raise ValueError(f"the text action has {len(text):,} characters; with {left} "
                              f"tokens left at most {limit:,} can fit: send fewer")
-        return text
+        codec, ledger = self.env.codec, self._ledger()
+        ids, before = await _off_loop(lambda: (codec.encode(text), codec.drift(ledger)),
+                                      heavy=len(text) + len(ledger) >= HEAVY_FROM)
+        return {"tokens": ids}, before
+
+    async def _count_drift(self, before: int) -> None:
+        """What the env records for a text action (``Trajectory.retokenized``, the drift it
+        added), measured off the loop on the ledger up to the end of the action."""
+        traj = self.env.trajectory
+        end = traj.turns[-1].action_span[1] if traj.turns else len(traj.token_ids)
+        codec, ledger = self.env.codec, self._ledger(end)
+        after = await _off_loop(lambda: codec.drift(ledger), heavy=len(ledger) >= HEAVY_FROM)
+        traj.retokenized = True
+        traj.drift += max(0, after - before)
+
+    def _ledger(self, end: int | None = None) -> list[int]:
+        traj = self.env.trajectory
+        return list(traj.prompt_ids) + list(traj.token_ids[:end])
 
     def _observation(self, ids: list[int], info: dict[str, Any], done: bool,
                      reward: Optional[float]) -> TokenObservation:
@@ -226,6 +261,23 @@ def stop_token_ids(env: Any) -> list[int]:
         if text and text in special:
             ids.add(tok.convert_tokens_to_ids(text))
     return sorted(i for i in ids if isinstance(i, int))
+
+
+async def _off_loop(job: Callable[[], Any], heavy: bool) -> Any:
+    """A ``heavy`` job on a worker thread, at most ``TEXTS_AT_ONCE`` at a time (a slot is
+    freed when its job has ended, not when a caller gave up, so abandoned jobs cannot pile
+    up); a light one (a short text, a short ledger) at once on the loop, so a client's
+    ordinary step never waits behind another's huge one."""
+    if not heavy:
+        return job()
+    await _TEXTS.acquire(None)
+
+    def run() -> Any:
+        try:
+            return job()
+        finally:
+            _TEXTS.release()
+    return await asyncio.to_thread(run)
 
 
 def _run(coro):

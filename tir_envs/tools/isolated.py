@@ -8,12 +8,25 @@ thread can be stopped from outside.  A process can: ``Workers`` keeps up to
 process is inherited), sends each call to an idle one, and kills the worker whose call runs
 past the deadline (the next call starts a fresh one).  The worker renders the result itself
 (``tir_envs.tools.render``), so only text at most ``max_result_chars`` long crosses back.
+
+What a worker may take from the host's episodes is bounded too, because a policy chooses the
+arguments (``3 ** 12_000_000`` in a loop is a flood of calls killed at their deadline):
+
+* workers are forked from a warm template (``multiprocessing``'s fork server, this module
+  preloaded), not started as fresh interpreters: replacing a killed worker costs a fork and
+  the import of the function's own module, not an interpreter's start on a loaded machine;
+* workers run at a lower CPU priority (``WORKER_NICE``), so a call burning a core yields it to
+  the host process (its loop, its other tools) whenever both want it;
+* each call runs under a CPU-time limit (``RLIMIT_CPU``, its deadline plus a second): a worker
+  whose host thread is gone (the host killed, a stuck pipe) still dies at the kernel's hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import multiprocessing
+import os
 import pickle
 import threading
 from typing import Any, Callable
@@ -22,6 +35,20 @@ from tir_envs.tools.base import ToolResult, describe_exception
 
 #: seconds a worker process may take to start (the host's cost, never a call's)
 START_TIMEOUT_S = 60.0
+#: niceness added to every worker (0-19): a worker burning a core yields it to the host
+WORKER_NICE = 10
+#: what the fork server imports once, so a worker forked from it starts warm
+PRELOAD = ["tir_envs.tools.isolated"]
+
+
+def _context() -> Any:
+    """The fork server where the platform has one (Linux, macOS), else ``spawn``: both start
+    workers without inheriting this process's threads or locks."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 class Workers:
@@ -37,7 +64,7 @@ class Workers:
         self.fn, self.name, self.size = fn, name, size
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
-        self._context = multiprocessing.get_context("spawn")
+        self._context = _context()
 
     async def warm_up(self) -> None:
         """Start one worker now, so the first call does not pay the interpreter's start."""
@@ -125,7 +152,7 @@ class _Worker:
     def run(self, kwargs: dict[str, Any], limit: int, name: str,
             left: float) -> ToolResult | None:
         """The call's result, or ``None`` when the worker did not answer within ``left``."""
-        self.conn.send((kwargs, limit, name))
+        self.conn.send((kwargs, limit, name, left))
         if not self.conn.poll(left):
             return None
         try:
@@ -149,16 +176,41 @@ def _settle(future: asyncio.Future, outcome: Any) -> None:
         future.set_result(outcome)
 
 
+def _lower_priority() -> None:
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # no nice() on this platform: the deadline still holds
+        pass
+
+
+def _limit_cpu(left: float) -> None:
+    """This worker may use at most ``left`` more CPU seconds (plus one) before the kernel ends
+    it (SIGXCPU), whatever happens to the host thread that would kill it at the deadline."""
+    try:
+        import resource
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        spent = used.ru_utime + used.ru_stime
+        soft = int(math.ceil(spent + left)) + 1
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ImportError, ValueError, OSError):  # no rlimits here: the host's kill still holds
+        pass
+
+
 def _serve(conn: Any, fn: Callable[..., Any]) -> None:
     """The worker's loop: run each call sent, send back its result (never an exception)."""
     from tir_envs.tools.render import Unrenderable, cap, render
 
+    _lower_priority()
     conn.send("ready")
     while True:
         try:
-            kwargs, limit, name = conn.recv()
+            kwargs, limit, name, left = conn.recv()
         except (EOFError, OSError):
             return
+        _limit_cpu(left)
         try:
             value = fn(**kwargs)
             if asyncio.iscoroutine(value):
