@@ -15,7 +15,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tir_envs.codec import drift, truncate_middle
+from tir_envs.codec import truncate_middle
 from tir_envs.formats import ToolCall
 from tir_envs.protocols.base import EpisodeState
 from tir_envs.protocols.budgets import Budgets
@@ -107,7 +107,7 @@ class Episode:
 
     def _drift(self) -> int:
         ledger = self.trajectory.prompt_ids + self.trajectory.token_ids
-        return drift(ledger, self.codec.encode(self.codec.decode(ledger)))
+        return self.codec.drift(ledger)
 
     def result_texts(self, results: list[ToolResult], turn: Turn) -> list[str]:
         """Result texts, with the exhaustion notice shown once where the budget ran out."""
