@@ -186,6 +186,13 @@ class _Finished:
     def trajectories(self) -> list[Trajectory]:
         return self._trajectories
 
+    def final(self) -> tuple[list, _Content | None, Trajectory | None]:
+        """As ``Episode.final``: the main conversation, its answer and its last trainable
+        segment (a side conversation's segments are flagged ``side`` by the worker)."""
+        own = [t for t in self._trajectories
+               if not (t.metadata.get("gateway") or {}).get("side") and t.num_policy_tokens]
+        return self.conversation, self.last, own[-1] if own else None
+
 
 @dataclass
 class _Content:
@@ -200,7 +207,10 @@ def _result(body: dict[str, Any], task: Any, agent_answer: Any,
         reward=None, forks=[Fork(**f) for f in body["forks"]], calls=body["calls"],
         overrides=body["overrides"], conversation=body["conversation"],
         answer=body["answer"], agent_answer=agent_answer, error=error,
-        metadata=body.get("metadata") or {})
+        metadata=body.get("metadata") or {},
+        side_trajectories=[Trajectory.from_dict(t) for t in body["side_trajectories"]],
+        tool_calls=body["tool_calls"], client_tools=body["client_tools"],
+        breaks=body["breaks"])
 
 
 def _receive(conn: Any) -> str:

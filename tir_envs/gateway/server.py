@@ -324,7 +324,8 @@ def summary(result: EpisodeResult) -> dict[str, Any]:
             "tool_calls": result.tool_calls, "client_tools": result.client_tools,
             "overrides": result.overrides, "answer": result.answer, "error": result.error,
             "conversation": result.conversation, "metadata": result.metadata,
-            "trajectories": [t.to_dict() for t in result.trajectories]}
+            "trajectories": [t.to_dict() for t in result.trajectories],
+            "side_trajectories": [t.to_dict() for t in result.side_trajectories]}
 
 
 def request_key(request: web.Request) -> str:
