@@ -95,8 +95,9 @@ def trl_cpu_scale(argv: list[str], model: str, data: str, tasks: str) -> list[st
     ``--num_processes``/``--mixed_precision`` flags, ahead of the config file's values), the
     test's model, data and task file, one step, eight episodes per prompt, four per rank,
     completions of 16 tokens, generation by ``transformers`` (vLLM's CUDA kernels do not run
-    here), and TRL's table of the step's completions printed.  Everything else (the accelerate config file, env, protocol, learning rate, ``beta``,
-    gradient checkpointing) is the doc's own.  docs/trl.md names this function."""
+    here), and TRL's table of the step's completions printed.  Everything else (the accelerate
+    config file, env, protocol, learning rate, ``beta``, gradient checkpointing) is the doc's
+    own.  docs/trl.md names this function."""
     import json
 
     launch, script = argv[:argv.index("trainers.trl.train") + 1], argv[argv.index(

@@ -7,9 +7,10 @@ advantages are not all zero), and TRL's own table of the step's completions show
 episodes graded and weighted.
 
 Server mode: TRL makes ``vllm_client`` on the main process only, and the rollout function runs
-on every rank.  Two processes (``accelerate launch``, gloo on CPU, a real ``Accelerator``) run the adapter's rollout function on their own prompts: rank 1
-never touches a client, its episodes' generations go to rank 0 in rounds and come back, and
-every rank's episodes end graded, none failed.  The ranks are out of step on purpose (rank 0's
+on every rank.  Two processes (``accelerate launch``, gloo on CPU, a real ``Accelerator``) run
+the adapter's rollout function on their own prompts: rank 1 never touches a client, its
+episodes' generations go to rank 0 in rounds and come back, and every rank's episodes end
+graded, none failed.  The ranks are out of step on purpose (rank 0's
 episodes answer in one turn, rank 1's call the tool first), so rank 0 keeps joining rounds
 after its own episodes end.  Stand-in: the vLLM server (a scripted ``VLLMClient.generate``).
 
@@ -90,7 +91,8 @@ def test_the_fsdp_launch_trains_every_ranks_episodes_in_one_update(tmp_path):
     assert [json.loads(x)["answer"] for x in tasks.read_text().splitlines()][:2] == ["16", "16"]
     assert write_dataset(["--env", "tir/MathCode-v0", "--tasks", str(tasks), "--limit", "2",
                           "--out", str(data)]) == 0  # the two tasks whose answer is 16
-    (doc,) = [c for c in full_commands("trl.md", "trainers.trl.train") if "trainers/trl/accelerate/fsdp.yaml" in c]
+    (doc,) = [c for c in full_commands("trl.md", "trainers.trl.train")
+              if "trainers/trl/accelerate/fsdp.yaml" in c]
     argv = trl_cpu_scale(doc, str(model), str(data), str(tasks))
     assert argv[:2] == ["accelerate", "launch"]
     proc = accelerate_launch(argv[2:])
