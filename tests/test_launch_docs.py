@@ -168,6 +168,7 @@ def _resolve_stacks(tmp_path: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a cold resolution took 14 minutes on the loaded 2-core machine
 def test_each_adapters_pinned_gpu_stack_resolves_together(tmp_path):
     """pip resolves each constraints file with what its header installs, in a fresh resolution
     (``--dry-run --ignore-installed --report``: pip reads each wheel's metadata, PyPI serving it
