@@ -71,6 +71,7 @@ def test_every_rank_trains_its_episodes_through_the_main_process_client(tmp_path
 
 def completions_table(stdout: str) -> list[tuple[str, float, float]]:
     """The rows (completion, env reward, advantage) of TRL's first printed completions table."""
+    assert "Step 1" in stdout, "TRL printed no completions table (its log_completions uses rich)"
     table = stdout[stdout.index("Step 1"):]
     table = table[:table.index("╰")]
     rows = re.findall(r"│ │ \S+ +│ (.+?) +│ +(\S+) │ +(\S+) │ │", table)
