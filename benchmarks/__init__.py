@@ -1,17 +1,17 @@
 """Benchmark suites, the harness that runs them, metrics and reports (docs/benchmarks.md).
 
-``benchmarks.run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` (or
-``benchmarks.run(RunConfig(...))``) evaluates a policy and writes a run folder; ``tir-envs
+``tir_envs.bench.run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` (or
+``tir_envs.bench.run(RunConfig(...))``) evaluates a policy and writes a run folder; ``tir-envs
 bench`` is the same from the command line.  The names are imported on first use, so
 ``tir-envs bench list`` does not load the harness.
 """
 
 import importlib
 
-_LAZY = {"run": "benchmarks.harness", "RunConfig": "benchmarks.config", "Job": "benchmarks.jobs",
-         "SUITES": "benchmarks.suites", "Part": "benchmarks.suites",
-         "Suite": "benchmarks.suites", "get_suite": "benchmarks.suites",
-         "register": "benchmarks.suites"}
+_LAZY = {"run": "tir_envs.bench.harness", "RunConfig": "tir_envs.bench.config", "Job": "tir_envs.bench.jobs",
+         "SUITES": "tir_envs.bench.suites", "Part": "tir_envs.bench.suites",
+         "Suite": "tir_envs.bench.suites", "get_suite": "tir_envs.bench.suites",
+         "register": "tir_envs.bench.suites"}
 __all__ = ["run", "RunConfig", "Job", "SUITES", "Suite", "Part", "get_suite", "register"]
 
 

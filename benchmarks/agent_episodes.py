@@ -1,7 +1,7 @@
 """Benchmark an agent program: every sample is one run of the agent through the gateway.
 
 ``tir-envs bench --agent module:fn --policy SPEC ...``: the executor behind the harness's one
-seam (``benchmarks.execution``), so the plan, the records, resume, the summary and the report
+seam (``tir_envs.bench.execution``), so the plan, the records, resume, the summary and the report
 are the harness's, exactly as for an env episode.  For each suite a ``Gateway`` serves the
 policy; each job opens an episode on the suite's task, runs ``agent(task, base_url, api_key)``
 (``concurrency`` at once, each within ``episode_timeout_s``) and is graded by the host with the
@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 from tir_envs.rollout.policy import SamplingParams
 from tir_envs.trajectory import EpisodeFailure, Trajectory
 
-from benchmarks.jobs import Job, OnSample
-from benchmarks.suites import Suite
+from tir_envs.bench.jobs import Job, OnSample
+from tir_envs.bench.suites import Suite
 
 #: per-turn cap when the run sets none: a gateway has no env budget to cap each turn with
 DEFAULT_AGENT_MAX_TOKENS = 4096

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tir_envs.rollout.cli import add_import_flag
 
 if TYPE_CHECKING:
-    from benchmarks.config import RunConfig
+    from tir_envs.bench.config import RunConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -122,7 +122,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _suites(values: list[str], tasks: str | None = None) -> list[str]:
-    from benchmarks.suites import SUITES, suite_name
+    from tir_envs.bench.suites import SUITES, suite_name
 
     names = [suite_name(n.strip()) for v in values for n in v.split(",") if n.strip()]
     if not names and not tasks:
@@ -135,7 +135,7 @@ def _suites(values: list[str], tasks: str | None = None) -> list[str]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from benchmarks.harness import RunInterrupted
+    from tir_envs.bench.harness import RunInterrupted
 
     from tir_envs.registry import import_modules
 
@@ -165,7 +165,7 @@ def run_config(names: list[str], args: argparse.Namespace) -> "RunConfig":
     ``--no-progress`` are read into their fields here."""
     import dataclasses
 
-    from benchmarks.config import RunConfig
+    from tir_envs.bench.config import RunConfig
     from tir_envs.rollout.cli import parse_env_args
 
     engine_args = parse_env_args(args.engine_arg, "--engine-arg")
@@ -189,7 +189,7 @@ PRESET_FREE = ("top_k", "seed", "max_tokens", "use_tools", "limit", "tokenizer",
 
 
 def _run(names: list[str], args: argparse.Namespace) -> dict:
-    from benchmarks.harness import run
+    from tir_envs.bench.harness import run
 
     config = run_config(names, args)
     if args.preset:
@@ -199,7 +199,7 @@ def _run(names: list[str], args: argparse.Namespace) -> dict:
 
 def _run_preset(args: argparse.Namespace, config: "RunConfig") -> dict:
     """``--preset``: the paper's suites and settings; flags that would change them refused."""
-    from benchmarks.harness import run_preset
+    from tir_envs.bench.harness import run_preset
 
     given = [flag for flag, value in (("--suite", args.suite), ("--tasks", args.tasks),
                                       ("-k", args.k), ("--temperature", args.temperature),
@@ -213,7 +213,7 @@ def _run_preset(args: argparse.Namespace, config: "RunConfig") -> dict:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from benchmarks.compare import compare, format_result
+    from tir_envs.bench.compare import compare, format_result
 
     result = compare(args.run_a, args.run_b, args.alpha)
     print(format_result(result, args.run_a, args.run_b))
@@ -224,7 +224,7 @@ def compare_command(args: argparse.Namespace) -> int:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from benchmarks.report import REPORT, write_outputs
+    from tir_envs.bench.report import REPORT, write_outputs
 
     write_outputs(args.run, args.by)
     print(f"{args.run}/{REPORT}")
@@ -232,7 +232,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from benchmarks.suites import SUITE_ALIASES, SUITES
+    from tir_envs.bench.suites import SUITE_ALIASES, SUITES
 
     for suite in SUITES.values():
         parts = ", ".join(f"{p.name} ({p.count})" for p in suite.parts)

@@ -5,7 +5,7 @@ and under ``autotir`` are different benchmarks and are never paired with each ot
 (suite, part) both runs scored, items are matched by task id; each item's score is its share of
 correct samples (avg@k on one item).  The difference of the means is tested with a paired,
 two-sided sign-flip permutation test on the per-item differences
-(``benchmarks.metrics.permutation_test``: exact when the scores lie on a grid of shares, as they
+(``tir_envs.bench.metrics.permutation_test``: exact when the scores lie on a grid of shares, as they
 do, else Monte Carlo with its standard error shown); a difference is marked significant when
 p < ``alpha`` (0.05).  Benchmarks only one run scored are listed, and settings that differ
 between the runs (k, sampling, max tokens, protocol, tools) are flagged above the table.
@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks import metrics as m
-from benchmarks.report import benchmark_label
-from benchmarks.scoring import by_item
-from benchmarks.store import RunStore
-from benchmarks.suites import suite_of_run
+from tir_envs.bench import metrics as m
+from tir_envs.bench.report import benchmark_label
+from tir_envs.bench.scoring import by_item
+from tir_envs.bench.store import RunStore
+from tir_envs.bench.suites import suite_of_run
 
 #: settings that change what a score means; runs differing in any of them are flagged
 COMPARED_SETTINGS = ("k", "seeds", "temperature", "top_p", "top_k", "max_tokens", "protocol",

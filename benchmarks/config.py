@@ -1,10 +1,10 @@
 """``RunConfig``: every setting of a benchmark run, in one frozen object.
 
-``tir-envs bench`` fills it from its flags (``benchmarks.cli``), ``benchmarks.run`` takes it
+``tir-envs bench`` fills it from its flags (``tir_envs.bench.cli``), ``tir_envs.bench.run`` takes it
 (or builds it from keyword arguments: the same names), and the run folder's ``run.json`` stores
 what of it decides the results (``RunConfig.record``), so a resumed run is checked against it.
 
-Adding a setting: a field here (with its default), the flag in ``benchmarks.cli`` (named as the
+Adding a setting: a field here (with its default), the flag in ``tir_envs.bench.cli`` (named as the
 field, or mapped in ``cli.FLAG_FIELDS``), and its name in ``RECORDED`` if it changes what a run
 measures (``run.json`` then refuses to resume a folder run with another value; a setting that
 only changes how a run goes, e.g. ``concurrency``, goes in ``store._FREE`` too).
@@ -25,22 +25,22 @@ RECORDED = ("k", "top_k", "seed", "max_tokens", "use_tools", "protocol", "limit"
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The settings of one benchmark run (``benchmarks.harness.run`` documents each).
+    """The settings of one benchmark run (``tir_envs.bench.harness.run`` documents each).
 
-    ``suites``: names (``benchmarks.SUITES``, or ``custom:FILE``); ``policy``: a policy object or
+    ``suites``: names (``tir_envs.bench.SUITES``, or ``custom:FILE``); ``policy``: a policy object or
     a spec string; ``out``: the run folder.  Sampling: ``k``, ``temperature``, ``top_p``,
     ``top_k``, ``seed``, ``max_tokens``, ``seeds``.  The envs: ``use_tools``, ``protocol``,
     ``limit``, ``env_kwargs``; custom tasks: ``tasks``, ``env``, ``scoring``.  The policy's
     making: ``tokenizer``, ``model``, ``api_key``, ``engine_args``.  Execution: ``concurrency``,
     ``episode_timeout_s``, ``ray``, ``progress``, ``report``; ``by``: report breakdowns;
-    ``preset``: the paper whose table the run is (``benchmarks.presets``; ``run.json`` records
+    ``preset``: the paper whose table the run is (``tir_envs.bench.presets``; ``run.json`` records
     it, with the preset's IFEval metric, when set); ``imports``: modules that register the
     user's own env ids (``--import``), imported before anything else, on Ray workers too.
     ``as_served``: give the policy each turn's conversation re-rendered by the family's chat
     template, as a server would (``tir_envs.chat.served``), and report the drift from the env's
     ledger (chat envs whose observations are messages only).  ``judge`` (a policy spec or
     object), ``judge_model``, ``judge_tokenizer``, ``judge_renderer``: the LLM judge of judged
-    suites (``benchmarks.judging``).
+    suites (``tir_envs.bench.judging``).
     """
 
     suites: tuple[str, ...] = ()
@@ -128,7 +128,7 @@ class RunConfig:
         if self.as_served:  # absent without --as-served, likewise; it changes what is measured
             out["as_served"] = True
         if self.agent is not None:  # absent without --agent, likewise
-            from benchmarks.agent_episodes import agent_name
+            from tir_envs.bench.agent_episodes import agent_name
             out["agent"] = agent_name(self.agent)
         if self.judge is not None:  # absent without a judge, likewise
             out["judge"] = self.judge if isinstance(self.judge, str) else \

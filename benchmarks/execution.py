@@ -4,7 +4,7 @@ An executor is called with a suite, the ``Job``s still to run, the env's keyword
 the sampling, and hands each finished ``(job, trajectory)`` to ``on_sample`` as it comes; the
 harness does everything else (the folder, the records, the progress bar) the same way for
 all of them.  ``LocalEpisodes`` plays them in this process through one ``EpisodeRunner``;
-``benchmarks.ray_episodes.RayEpisodes`` on a Ray cluster's workers.
+``tir_envs.bench.ray_episodes.RayEpisodes`` on a Ray cluster's workers.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, Protocol, Sequence
 from tir_envs.chat.served import check_servable, served_prompt
 from tir_envs.rollout.policy import SamplingParams
 
-from benchmarks.config import RunConfig
-from benchmarks.jobs import Job, JobPolicy, OnSample
-from benchmarks.suites import Suite
+from tir_envs.bench.config import RunConfig
+from tir_envs.bench.jobs import Job, JobPolicy, OnSample
+from tir_envs.bench.suites import Suite
 
 
 class Episodes(Protocol):
@@ -73,14 +73,14 @@ class LocalEpisodes:
 def executor(config: RunConfig, policy: Any, record: dict[str, Any],
              tokenizer: Any = None) -> Episodes:
     """The executor ``config`` asks for: an agent program through the gateway when
-    ``config.agent`` is set (``benchmarks.agent_episodes``); on Ray when ``config.ray`` is set
+    ``config.agent`` is set (``tir_envs.bench.agent_episodes``); on Ray when ``config.ray`` is set
     (the policy is then rebuilt on every worker from its spec); else in this process with
     ``policy``."""
     if config.agent is not None:
-        from benchmarks.agent_episodes import AgentEpisodes
+        from tir_envs.bench.agent_episodes import AgentEpisodes
         return AgentEpisodes(config.agent, policy, tokenizer, config.concurrency,
                              config.episode_timeout_s)
     if config.ray:
-        from benchmarks.ray_episodes import RayEpisodes
+        from tir_envs.bench.ray_episodes import RayEpisodes
         return RayEpisodes.connect(config, record)
     return LocalEpisodes(policy, config.concurrency, config.episode_timeout_s, config.as_served)

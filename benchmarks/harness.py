@@ -2,22 +2,22 @@
 
 ``run(["math500"], "vllm:/models/x", k=8, out="runs/x")`` evaluates ``k`` samples of every item,
 appends each finished sample to ``RUN_DIR/samples.jsonl`` and writes ``summary.json``,
-``report.md`` and the plots (``benchmarks.report``).  Items run in file order; sample ``s`` of
+``report.md`` and the plots (``tir_envs.bench.report``).  Items run in file order; sample ``s`` of
 item ``i`` gets the sampling seed ``seed + i*n + s`` (n = k x seeds samples per item), however
 often the run was interrupted.  A rerun on the same folder skips every finished sample.  The
-folder is locked for one process (``benchmarks.lock``); every setting is checked, and the
-policy's content pinned (``benchmarks.pins``), before anything is written or loaded.  The
-settings are one ``RunConfig`` (``benchmarks.config``), stored in ``run.json``; the episodes
-run through one executor seam (``benchmarks.execution``): in this process, or with ``ray=`` on
-a Ray cluster's workers (``benchmarks.ray_episodes``).
+folder is locked for one process (``tir_envs.bench.lock``); every setting is checked, and the
+policy's content pinned (``tir_envs.bench.pins``), before anything is written or loaded.  The
+settings are one ``RunConfig`` (``tir_envs.bench.config``), stored in ``run.json``; the episodes
+run through one executor seam (``tir_envs.bench.execution``): in this process, or with ``ray=`` on
+a Ray cluster's workers (``tir_envs.bench.ray_episodes``).
 
 Policies are the rollout engine's (``tir_envs.rollout``) or a spec string parsed exactly as
 ``tir-envs rollout`` parses ``--policy`` (``tir_envs.rollout.specs``: ``hf:PATH``,
 ``vllm:PATH``, ``openai:URL``, ``scripted:FILE``; a bad one raises ``PolicySpecError``), or
-``oracle``/``wrong`` (``benchmarks.oracle``: every gold, a fixed wrong answer).  A
+``oracle``/``wrong`` (``tir_envs.bench.oracle``: every gold, a fixed wrong answer).  A
 policy may also define ``async generate_job(job, prompt_ids, stop, sampling)``: it is then told
 which item and sample it is generating for (the oracle and the adversaries of the tests use
-it).  Each sample is a ``Job`` (``benchmarks.jobs``), made once by the plan and carried
+it).  Each sample is a ``Job`` (``tir_envs.bench.jobs``), made once by the plan and carried
 through its episode back to its record.
 """
 
@@ -31,14 +31,14 @@ from typing import Any, Mapping, Sequence
 from tir_envs.rollout.policy import SamplingParams
 from tir_envs.validation import check_positive_int
 
-from benchmarks.config import RunConfig
-from benchmarks.execution import Episodes, executor
-from benchmarks.jobs import Job, plan
-from benchmarks.policies import check_policy, check_scripted_answers, resolve_policy
-from benchmarks.records import sample_record
-from benchmarks.store import RunStore
-from benchmarks.judging import build_judge, check_judge
-from benchmarks.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
+from tir_envs.bench.config import RunConfig
+from tir_envs.bench.execution import Episodes, executor
+from tir_envs.bench.jobs import Job, plan
+from tir_envs.bench.policies import check_policy, check_scripted_answers, resolve_policy
+from tir_envs.bench.records import sample_record
+from tir_envs.bench.store import RunStore
+from tir_envs.bench.judging import build_judge, check_judge
+from tir_envs.bench.suites import CUSTOM, Suite, custom_pin, custom_suite, get_suite, register
 
 __all__ = ["BenchmarkFailed", "Job", "RunConfig", "RunInterrupted", "check_fields",
            "check_options", "run", "run_preset"]
@@ -82,13 +82,13 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
     keywords (the ``RunConfig`` fields: ``run(["math500"], "oracle", out="runs/x", k=4)``).
 
     Args (the fields of ``RunConfig``):
-      suites: a suite name or names (``benchmarks.SUITES``).
+      suites: a suite name or names (``tir_envs.bench.SUITES``).
       policy: a policy object or a spec string: ``oracle``, ``wrong`` or a ``tir-envs rollout``
         spec (module docstring); ``tokenizer``/``model``/``api_key`` as that command's flags,
         ``engine_args`` for ``vllm:`` (e.g. ``tensor_parallel_size``, ``max_model_len``,
         ``gpu_memory_utilization``).
       out: the run folder; an existing one is resumed (same settings and policy required);
-        one process at a time (``benchmarks.lock``).
+        one process at a time (``tir_envs.bench.lock``).
       k: samples per item.  ``temperature``/``top_p``/``top_k``/``seed``: sampling
         (``seed=None`` leaves it unseeded; temperature/top-p default to the field's settings,
         ``sampling_defaults``); ``max_tokens``: a cap per turn below the env's own budget
@@ -104,15 +104,15 @@ def run(config: RunConfig | str | Sequence[str], policy: Any = None,
       tasks: one's own task file (JSONL/parquet) run as the suite ``custom:FILE``, pinned by its
         sha256 in ``run.json``; ``env`` (default ``tir/MathCode-v0``, any protocol) and
         ``scoring`` (default: the env's) apply to custom suites.
-      ray: run the episodes on a Ray cluster's workers (``benchmarks.ray_episodes``): ``True``
+      ray: run the episodes on a Ray cluster's workers (``tir_envs.bench.ray_episodes``): ``True``
         or ``"local"`` starts a local instance, an address (``auto``, ``ray://host:10001``)
         joins a cluster; the policy must be a spec string.  Records, resume and summary are
         those of a local run.
-      preset: the paper whose table this run is (``benchmarks.presets``); the settings must
+      preset: the paper whose table this run is (``tir_envs.bench.presets``); the settings must
         be the preset's (``run_preset`` fills them in).  The report states it.
       agent: an agent program (``module:fn`` or the function: ``async def agent(task,
         base_url, api_key)``) run through a gateway over the policy for every sample, graded
-        by the suite env's reward on the policy's final answer (``benchmarks.agent_episodes``).
+        by the suite env's reward on the policy's final answer (``tir_envs.bench.agent_episodes``).
       imports: modules to import first, each registering one's own env ids with
         ``gymnasium.register`` (``--import``; the working directory is on the path).
 
@@ -143,17 +143,17 @@ def _warm_sandboxes(suites: list, env_kwargs: Any) -> None:
 
 
 def run_preset(name: str, policy: Any, *, out: str | Path, **settings: Any) -> dict[str, Any]:
-    """``run`` of a paper's preset (``benchmarks.presets``): its suites and fixed settings;
+    """``run`` of a paper's preset (``tir_envs.bench.presets``): its suites and fixed settings;
     ``settings`` are the others (``limit``, ``tokenizer``, a retriever in ``env_kwargs``...)."""
-    from benchmarks.presets import preset_config
+    from tir_envs.bench.presets import preset_config
 
     return _run(preset_config(name, policy, out=out, **settings))
 
 
 def _run(config: RunConfig) -> dict[str, Any]:
-    from benchmarks.lock import RunLock
-    from benchmarks.pins import policy_pin, search_index_pin
-    from benchmarks.store import check_settings
+    from tir_envs.bench.lock import RunLock
+    from tir_envs.bench.pins import policy_pin, search_index_pin
+    from tir_envs.bench.store import check_settings
 
     if config.out is None:
         raise TypeError("run() needs out=: the run folder (an existing one is resumed)")
@@ -169,7 +169,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     check_fields(chosen, config.by)
     check_policy(config.policy, config.model, config.engine_args)
     if config.agent is not None:
-        from benchmarks.agent_episodes import load_agent
+        from tir_envs.bench.agent_episodes import load_agent
         load_agent(config.agent)
         if config.ray or config.as_served:
             raise ValueError("agent= runs through the gateway in this process: drop ray= and "
@@ -190,7 +190,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     if index is not None:  # absent on the shipped index, so earlier folders resume
         record["search_index"] = index
     if config.preset is not None:  # absent without one, so folders of earlier versions resume
-        from benchmarks.presets import check_preset
+        from tir_envs.bench.presets import check_preset
         chosen_preset = check_preset(config.preset, record["suites"], config.k, temperature,
                                      top_p, config.protocol, config.env_kwargs)
         record["preset"] = config.preset
@@ -230,7 +230,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
                 policy_obj.close()
     if not config.report:
         return {}
-    from benchmarks.report import write_outputs
+    from tir_envs.bench.report import write_outputs
     return write_outputs(out)
 
 
@@ -250,7 +250,7 @@ def _chosen_suites(config: RunConfig) -> list[Suite]:
 
 def check_fields(chosen: Sequence[Suite], by: Sequence[str]) -> None:
     """Every ``--by`` field must be a field some item of the run carries."""
-    from benchmarks.records import record_meta
+    from tir_envs.bench.records import record_meta
 
     if isinstance(by, str):
         raise TypeError(f"by must be a list of task fields, got the string {by!r}")

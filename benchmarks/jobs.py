@@ -15,7 +15,7 @@ from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
 
-from benchmarks.suites import Part, Suite
+from tir_envs.bench.suites import Part, Suite
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Job:
     seed: int | None
     task: Task
     #: the protocol of the env that plays it (set by the executor): how an answer is written,
-    #: for policies that script one (``benchmarks.oracle``)
+    #: for policies that script one (``tir_envs.bench.oracle``)
     protocol: Any = field(default=None, compare=False, repr=False)
 
 

@@ -6,7 +6,7 @@ refuses it; ``autotir-judged`` does the same for the open-ended (free-form knowl
 of AutoTIR's table through ``tir/AutoTIR-v0`` (its tool-choice term is the ``autotir``
 suite's: the judged variant grades the answer alone).  The run's judge comes from
 ``--judge SPEC`` (``hf:PATH``, ``vllm:PATH``, ``openai:URL`` with ``--judge-model``; a policy
-object in ``benchmarks.run``), built once and shared by every episode.  Each sample's record
+object in ``tir_envs.bench.run``), built once and shared by every episode.  Each sample's record
 carries the judge's tokens, cache use and failures; the report sums them per suite.
 """
 

@@ -2,7 +2,7 @@
 
 * ``oracle()``: writes each item's gold answer the way the env's own protocol writes an answer
   (``protocol.render_answer``), in one action and without calling a tool (IFEval has no gold:
-  it writes a response composed to follow every instruction, ``benchmarks.ifeval_oracle``).  It
+  it writes a response composed to follow every instruction, ``tir_envs.bench.ifeval_oracle``).  It
   must score 100% on every item: that proves every gold is gradable in its own format (a
   failure is a grader, data or extraction bug).  Any env whose protocol says how an answer is
   written gets it, a user's own env as well as a shipped one.
@@ -11,7 +11,7 @@
   closes the answer (box, ``<answer>``, ``<solution>``, tool call) is never written: scores 0
   and counts as "no answer".
 
-They implement ``generate_job`` (see ``benchmarks.jobs``): the harness hands each job the
+They implement ``generate_job`` (see ``tir_envs.bench.jobs``): the harness hands each job the
 protocol of the env that plays it (``Job.protocol``), and its action is replayed with
 ``ScriptedPolicy`` (cut at stop strings, encoded with the env's tokenizer).
 """
@@ -58,7 +58,7 @@ def written(protocol: Protocol | None, text: str, closed: bool = True) -> str:
     """``text`` as the final action of ``protocol`` (``closed=False``: cut right after it)."""
     if protocol is None:
         raise TypeError("an item-scripted policy writes answers in the env's protocol: run it "
-                        "under the benchmark harness (benchmarks.run), which tells each job it")
+                        "under the benchmark harness (tir_envs.bench.run), which tells each job it")
     if closed:
         return protocol.render_answer(text)
     action = protocol.render_answer(text + _CUT)
@@ -71,7 +71,7 @@ def written(protocol: Protocol | None, text: str, closed: bool = True) -> str:
 def gold_of(task: Task, scoring: str) -> str:
     """The gold answer as the text the policy would write."""
     if scoring == "ifeval":  # no gold: a response composed to follow every instruction
-        from benchmarks.ifeval_oracle import ifeval_response
+        from tir_envs.bench.ifeval_oracle import ifeval_response
         return ifeval_response(task, best_effort=True)
     answer = task.answer
     if scoring == "qa":
@@ -104,7 +104,7 @@ class ItemScriptedPolicy:
 
     async def generate(self, prompt_ids, stop, sampling) -> Generation:
         raise TypeError("an item-scripted policy runs under the benchmark harness "
-                        "(benchmarks.run), which tells it the item")
+                        "(tir_envs.bench.run), which tells it the item")
 
 
 def oracle(tokenizer: Any = None) -> ItemScriptedPolicy:

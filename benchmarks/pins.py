@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.suites import file_sha256
+from tir_envs.bench.suites import file_sha256
 
 #: small files of a model folder that decide what it generates, hashed whole
 _MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json",

@@ -13,11 +13,11 @@ def resolve_policy(policy: Any, tokenizer: Any = None, model: str | None = None,
                    api_key: str | None = None,
                    engine_args: Mapping[str, Any] | None = None) -> tuple[Any, Any, str, bool]:
     """``(policy, tokenizer, name, built)``: ``oracle``/``wrong`` are the item-scripted policies
-    (``benchmarks.oracle``: answers written by each env's own protocol); another spec string
+    (``tir_envs.bench.oracle``: answers written by each env's own protocol); another spec string
     goes through the policy spec parser (``PolicySpecError`` if it names no usable policy); a
     policy object is used as it is, with ``tokenizer`` (default: bundled Qwen2.5)."""
     if policy in BUILTIN_POLICIES:
-        from benchmarks.oracle import adversary, oracle
+        from tir_envs.bench.oracle import adversary, oracle
         built = oracle(tokenizer) if policy == "oracle" else adversary("wrong", tokenizer)
         return built, tokenizer, policy, True
     if isinstance(policy, str):
@@ -57,8 +57,8 @@ def check_scripted_answers(policy: Any, suites: Sequence[Any],
         return
     from tir_envs.registry import make
 
-    from benchmarks.oracle import check_answer_writer
-    from benchmarks.suites import CUSTOM
+    from tir_envs.bench.oracle import check_answer_writer
+    from tir_envs.bench.suites import CUSTOM
 
     for suite, kwargs in zip(suites, suite_kwargs):
         if not suite.name.startswith(CUSTOM):

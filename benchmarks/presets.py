@@ -2,7 +2,7 @@
 
 Each preset is a ``RunConfig`` value (``Preset.config``: the suites, samples per item, sampling,
 protocol and call budget it fixes, ``preset`` set to its name).  ``tir-envs bench --preset
-NAME`` (``benchmarks.harness.run_preset(NAME, policy, out=...)``) runs it, with the settings a
+NAME`` (``tir_envs.bench.harness.run_preset(NAME, policy, out=...)``) runs it, with the settings a
 preset leaves free (``preset_config``), and the report states the preset.
 Where a paper does not say, the value is this library's reading (``docs/papers.md`` marks each).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from benchmarks.config import RunConfig
+from tir_envs.bench.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def check_preset(name: str, suites: list[str], k: int, temperature: float | None
 def preset_config(name: str, policy: Any, *, out: Any, **settings: Any) -> RunConfig:
     """The ``RunConfig`` of the preset's suites and settings; ``settings``: the others
     (``limit``, ``tokenizer``, ``env_kwargs`` extras such as a retriever, ``concurrency``...).
-    ``benchmarks.harness.run_preset`` runs it."""
+    ``tir_envs.bench.harness.run_preset`` runs it."""
     preset = get_preset(name)
     fixed = [key for key in FIXED if key in settings]
     if fixed:

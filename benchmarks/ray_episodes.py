@@ -11,7 +11,7 @@ server per node; ``hf:``/``vllm:`` load a copy per worker; ``scripted:``, ``orac
 ``wrong``).  A policy *object* cannot travel: Ray runs take spec strings.
 
 Each sample's ``Job`` travels to the worker and its trajectory comes back to the driver, which
-hands both to the harness (the executor seam, ``benchmarks.execution``) to build the record
+hands both to the harness (the executor seam, ``tir_envs.bench.execution``) to build the record
 with the same code as a local run, so the records equal a
 single-process run's sample for sample (wall times aside).  A worker that dies loses only its
 samples in flight: they are recorded as infrastructure failures and retried by a rerun.
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tir_envs.rollout.policy import SamplingParams
 
-from benchmarks.jobs import Job, JobPolicy, OnSample
+from tir_envs.bench.jobs import Job, JobPolicy, OnSample
 
 if TYPE_CHECKING:
-    from benchmarks.config import RunConfig
-    from benchmarks.suites import Suite
+    from tir_envs.bench.config import RunConfig
+    from tir_envs.bench.suites import Suite
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -69,8 +69,8 @@ class EpisodeWorker:
 
         from tir_envs.chat.served import served_prompt
 
-        from benchmarks.policies import resolve_policy
-        from benchmarks.suites import register, suite_of_run
+        from tir_envs.bench.policies import resolve_policy
+        from tir_envs.bench.suites import register, suite_of_run
 
         import_modules(config.get("imports", ()), "imports=")  # the user's env ids, here too
         self.suite = suite_of_run(suite_name, config)
@@ -101,7 +101,7 @@ class EpisodeWorker:
 
 @dataclass
 class RayEpisodes:
-    """The executor of a Ray run (``benchmarks.execution``): the connected ``ray`` module, the
+    """The executor of a Ray run (``tir_envs.bench.execution``): the connected ``ray`` module, the
     run's ``run.json`` record and what every worker needs to rebuild the policy."""
 
     ray: Any

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.judging import judge_figures
+from tir_envs.bench.judging import judge_figures
 from tir_envs.status import Status
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory

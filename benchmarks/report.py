@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
+from tir_envs.bench.scoring import (accuracy_by_tool_calls, breakdown, score, seed_spread,
                                 shown_k)
-from benchmarks.pins import uses_search
-from benchmarks.presets import TABLE_ROWS, table_rows
-from benchmarks.store import RunStore
-from benchmarks.suites import CUSTOM, suite_of_run
+from tir_envs.bench.pins import uses_search
+from tir_envs.bench.presets import TABLE_ROWS, table_rows
+from tir_envs.bench.store import RunStore
+from tir_envs.bench.suites import CUSTOM, suite_of_run
 
 SUMMARY = "summary.json"
 REPORT = "report.md"
@@ -78,7 +78,7 @@ def served_drift(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def autotir_table(suites: dict[str, Any], ifeval_metric: str = "strict") -> dict[str, Any]:
     """One column per benchmark (every part of every suite): accuracy, TS and TP (the layout of
     AutoTIR's main table), then ``avg``: the mean of the columns' accuracies, TS over the
-    pooled calls of all columns, and TP (a per-episode score, ``benchmarks.metrics``) over
+    pooled calls of all columns, and TP (a per-episode score, ``tir_envs.bench.metrics``) over
     their pooled episodes: a mean of per-part figures would weigh a 30-item part like a
     1319-item one.  ``ifeval_metric="soft"``: an IFEval column's accuracy is the share of
     instructions met per response (AutoTIR's table), not the prompt-level strict verdict."""
@@ -393,7 +393,7 @@ def tool_calls_figure(store: RunStore, summary: dict[str, Any], cap: int = 5):
 
 def _preset_line(cfg: dict[str, Any]) -> str:
     """What a preset run is, in words, for the report."""
-    from benchmarks.presets import PRESETS
+    from tir_envs.bench.presets import PRESETS
 
     preset = PRESETS.get(cfg["preset"])
     text = f"the evaluation table of {preset.paper}" if preset else "a preset"

@@ -1,4 +1,4 @@
-"""From ``samples.jsonl`` records to a suite's metrics (definitions in ``benchmarks.metrics``).
+"""From ``samples.jsonl`` records to a suite's metrics (definitions in ``tir_envs.bench.metrics``).
 
 ``score(records, scoring, k)`` takes the records of one part (or suite) and returns the
 metrics as a JSON-ready dict.  Only items with all ``k`` samples count; ``items`` says how
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks import metrics as m
-from benchmarks.judging import judge_summary
+from tir_envs.bench import metrics as m
+from tir_envs.bench.judging import judge_summary
 
 Record = dict[str, Any]
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from benchmarks.pins import pin_diff
+from tir_envs.bench.pins import pin_diff
 
 CONFIG = "run.json"
 FLUSH_S = 0.5

@@ -100,8 +100,8 @@ def trl_cpu_scale(argv: list[str], model: str, data: str, tasks: str) -> list[st
     own.  docs/trl.md names this function."""
     import json
 
-    launch, script = argv[:argv.index("trainers.trl.train") + 1], argv[argv.index(
-        "trainers.trl.train") + 1:]
+    launch, script = argv[:argv.index("tir_envs.trainers.trl.train") + 1], argv[argv.index(
+        "tir_envs.trainers.trl.train") + 1:]
     launch = [launch[0], launch[1], "--num_processes", "2", "--mixed_precision", "no",
               *launch[2:]]
     flags = dict(zip(script[::2], script[1::2]))

@@ -9,7 +9,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.perf.servers import ROOT, env_with, start, stop  # noqa: F401 (re-exported)
+from tir_envs.bench.perf.servers import ROOT, env_with, start, stop  # noqa: F401 (re-exported)
 
 CAPITALS_MODULE = '''
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome"}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.store import RunStore
+from tir_envs.bench.store import RunStore
 from tir_envs.cli import main
 
 MATH = [{"problem": "What is 2 + 3?", "answer": "5"},

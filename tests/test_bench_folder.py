@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import run
-from benchmarks.oracle import oracle
-from benchmarks.store import RunFolderError, RunStore
+from tir_envs.bench import run
+from tir_envs.bench.oracle import oracle
+from tir_envs.bench.store import RunFolderError, RunStore
 from tir_envs.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SLOW_RUN = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
-    import benchmarks.oracle
-    from benchmarks import run
+    import tir_envs.bench.oracle
+    from tir_envs.bench import run
 
-    fast = benchmarks.oracle.oracle
+    fast = tir_envs.bench.oracle.oracle
 
     class Slow:
         def __init__(self, *args):
@@ -39,7 +39,7 @@ SLOW_RUN = textwrap.dedent("""
             await asyncio.sleep(0.2)
             return await self.inner.generate_job(job, prompt_ids, stop, sampling)
 
-    benchmarks.oracle.oracle = Slow
+    tir_envs.bench.oracle.oracle = Slow
     run("aime24", "oracle", out=sys.argv[1], k=1, concurrency=1, progress=False)
 """)
 
@@ -183,7 +183,7 @@ def test_an_edited_scripted_policy_cannot_join_its_run(tmp_path, capsys):
 
 
 def test_a_model_folder_is_pinned_by_config_tokenizer_and_weight_files(tmp_path):
-    from benchmarks.pins import pin_diff, policy_pin
+    from tir_envs.bench.pins import pin_diff, policy_pin
 
     model = tmp_path / "model"
     model.mkdir()

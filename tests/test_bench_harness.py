@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from benchmarks import Part, Suite, register, run
-from benchmarks.oracle import ItemScriptedPolicy, oracle
-from benchmarks.store import RunFolderError, RunStore
-from benchmarks.suites import SUITES, SuiteDataError
+from tir_envs.bench import Part, Suite, register, run
+from tir_envs.bench.oracle import ItemScriptedPolicy, oracle
+from tir_envs.bench.store import RunFolderError, RunStore
+from tir_envs.bench.suites import SUITES, SuiteDataError
 from tir_envs.cli import main
 from tir_envs.rollout.specs import PolicySpecError
 
@@ -85,7 +85,7 @@ def test_an_infra_failed_sample_is_retried_on_resume(tmp_path):
 
 
 def test_a_run_where_every_sample_failed_says_so_and_is_retried(tmp_path):
-    from benchmarks.harness import BenchmarkFailed
+    from tir_envs.bench.harness import BenchmarkFailed
 
     class Broken:
         async def generate(self, prompt_ids, stop, sampling):
@@ -180,7 +180,7 @@ def test_cli_runs_a_scripted_spec_then_reports_and_compares(tmp_path, capsys):
 def test_the_report_skips_plots_with_a_note_without_matplotlib(tmp_path, monkeypatch):
     import sys
 
-    from benchmarks.report import write_outputs
+    from tir_envs.bench.report import write_outputs
 
     run("aime24", oracle(), out=tmp_path, k=1, limit=2, progress=False, report=False)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
@@ -223,8 +223,8 @@ def test_cli_runs_a_transformers_model_folder(tmp_path, capsys):
 def test_compare_keys_benchmarks_by_suite_and_part(tmp_path):
     """math500 under the ToRL suite and under autotir are two benchmarks: the old compare keyed
     by bare part name paired them (and within one run one replaced the other)."""
-    from benchmarks.compare import compare, format_result
-    from benchmarks.oracle import adversary
+    from tir_envs.bench.compare import compare, format_result
+    from tir_envs.bench.oracle import adversary
 
     a, b = tmp_path / "a", tmp_path / "b"
     run(["math500", "autotir"], oracle(), out=a, k=1, limit=2, progress=False, report=False)

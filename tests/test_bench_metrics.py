@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from benchmarks import metrics as m
-from benchmarks.records import tool_figures
-from benchmarks.scoring import score
+from tir_envs.bench import metrics as m
+from tir_envs.bench.records import tool_figures
+from tir_envs.bench.scoring import score
 from tir_envs.trajectory import Trajectory, Turn
 
 
@@ -301,7 +301,7 @@ def test_the_permutation_test_is_exact_on_the_grid_of_shares():
 
 
 def test_the_avg_column_pools_tp_and_ts_over_all_episodes_instead_of_averaging_ratios():
-    from benchmarks.report import autotir_table
+    from tir_envs.bench.report import autotir_table
 
     # part a: 3 items, all right, no call (TP 1 each); part b: 1 item right with 9 calls
     # (TP 1/10): the mean of the two columns (0.55) weighs b like a; the pooled episodes give

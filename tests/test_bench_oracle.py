@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import SUITES, run
-from benchmarks.oracle import adversary, oracle
-from benchmarks.store import RunStore
+from tir_envs.bench import SUITES, run
+from tir_envs.bench.oracle import adversary, oracle
+from tir_envs.bench.store import RunStore
 
 ADVERSARY_ITEMS = 15
 
@@ -45,7 +45,7 @@ def test_oracle_scores_every_item_of_every_suite(suite, tmp_path):
 
 
 def test_the_ifeval_prompts_the_oracle_cannot_follow_are_contradictory():
-    from benchmarks.ifeval_oracle import NoResponse, contradicts, ifeval_response
+    from tir_envs.bench.ifeval_oracle import NoResponse, contradicts, ifeval_response
     from tir_envs.data.ifeval import load_ifeval
 
     tasks = {t.id: t for t in load_ifeval()}

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from benchmarks.presets import PRESETS, check_preset
-from benchmarks.store import RunStore
+from tir_envs.bench.presets import PRESETS, check_preset
+from tir_envs.bench.store import RunStore
 from tir_envs.cli import main
 
 #: per preset: k, temperature, top-p, protocol
@@ -70,7 +70,7 @@ def test_verltool_preset_runs_four_turns_at_eval(tmp_path, capsys):
 
 def test_autotir_preset_reports_ifeval_as_soft_accuracy(tmp_path, capsys):
     """A response that meets some instructions scores its share in AutoTIR's table."""
-    from benchmarks.report import autotir_table
+    from tir_envs.bench.report import autotir_table
 
     part = {"items": 1, "avg_at_k": 0.0, "ifeval": {"soft": 0.5, "prompt_strict": 0.0},
             "tools": {"ts": None, "tp": 0.0, "counts": {"correct": 0, "calls": 0,

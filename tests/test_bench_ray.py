@@ -12,8 +12,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("aiohttp")
 
-from benchmarks import run  # noqa: E402
-from benchmarks.store import RunStore  # noqa: E402
+from tir_envs.bench import run  # noqa: E402
+from tir_envs.bench.store import RunStore  # noqa: E402
 from tests.fixtures.completions_server import SeededServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_an_interrupted_local_run_resumes_on_ray_to_the_same_samples(cluster, se
 
 
 def test_a_ray_run_takes_a_spec_string(tmp_path):
-    from benchmarks.oracle import oracle
+    from tir_envs.bench.oracle import oracle
 
     with pytest.raises(ValueError, match="pass a spec string"):
         run("gsm8k", oracle(), out=tmp_path / "x", ray=True, limit=1, progress=False)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from benchmarks import run
-from benchmarks.oracle import ItemScriptedPolicy, gold_of, written
-from benchmarks.store import RunStore
+from tir_envs.bench import run
+from tir_envs.bench.oracle import ItemScriptedPolicy, gold_of, written
+from tir_envs.bench.store import RunStore
 from tir_envs.cli import main
 
 
@@ -116,7 +116,7 @@ def test_plots_have_distinct_colours_a_legend_outside_and_tool_calls_in_numeric_
     pytest.importorskip("matplotlib")
     from matplotlib.colors import to_hex
 
-    from benchmarks.report import pass_at_k_figure, summarize, tool_calls_figure
+    from tir_envs.bench.report import pass_at_k_figure, summarize, tool_calls_figure
 
     run(["autotir", "math500", "aime24"], "oracle", out=tmp_path, k=2, limit=2,
         progress=False, report=False)

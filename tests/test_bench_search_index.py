@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.store import CONFIG
+from tir_envs.bench.store import CONFIG
 from tir_envs.cli import main
 from tir_envs.tools.search import build_index
 

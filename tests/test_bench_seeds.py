@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from benchmarks import run  # noqa: E402
-from benchmarks.store import RunStore  # noqa: E402
+from tir_envs.bench import run  # noqa: E402
+from tir_envs.bench.store import RunStore  # noqa: E402
 from tests.fixtures.tiny import tiny_qwen2, tiny_tokenizer  # noqa: E402
 
 SETTINGS = dict(k=3, limit=4, temperature=1.0, seed=17, max_tokens=12, progress=False,

@@ -19,9 +19,9 @@ import renderers  # noqa: E402
 from renderers import configs  # noqa: E402
 
 import tir_envs  # noqa: E402
-from benchmarks import run  # noqa: E402
-from benchmarks.oracle import oracle  # noqa: E402
-from benchmarks.store import RunFolderError  # noqa: E402
+from tir_envs.bench import run  # noqa: E402
+from tir_envs.bench.oracle import oracle  # noqa: E402
+from tir_envs.bench.store import RunFolderError  # noqa: E402
 from tests.search_helpers import small_index  # noqa: E402
 from tir_envs.chat.served import drift, served_prompt  # noqa: E402
 from tir_envs.chat.vocab import family_tokenizer  # noqa: E402

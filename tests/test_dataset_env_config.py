@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from trainers.common.env_config import ConfigError, EnvConfig
-from trainers.common.training_data import main as training_data
-from trainers.openrlhf.dataset import main as write_jsonl
+from tir_envs.trainers.common.env_config import ConfigError, EnvConfig
+from tir_envs.trainers.common.training_data import main as training_data
+from tir_envs.trainers.openrlhf.dataset import main as write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 TORL_AGENT = "trainers/verl/configs/torl_math_agent.yaml"

@@ -21,7 +21,7 @@ SOURCES = sorted(p for pkg in OURS[:3] for p in (ROOT / pkg).rglob("*.py"))
 
 #: ``x.py`` or ``a/b/x.py``
 _PY_FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.py)\b")
-#: ``tir_envs.rewards.math``, ``benchmarks.cli``, ``trainers.grpo.config.GRPOConfig``
+#: ``tir_envs.rewards.math``, ``tir_envs.bench.cli``, ``tir_envs.trainers.grpo.config.GRPOConfig``
 _MODULE = re.compile(r"(?<![\w.])((?:tir_envs|benchmarks|trainers)(?:\.\w+)+)")
 #: ``tir_envs/data/qa``, ``docs/search.md``
 _REPO_PATH = re.compile(rf"(?<![\w.-])((?:{'|'.join(OURS)})/[\w./-]*\w)")

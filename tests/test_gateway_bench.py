@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.store import RunStore
+from tir_envs.bench.store import RunStore
 from tir_envs.cli import main
 
 MATH = [{"problem": "What is 2 + 3?", "answer": "5"},

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("agents")
 pytest.importorskip("torch")
 
-from trainers.grpo.agents_math import train  # noqa: E402
+from tir_envs.trainers.grpo.agents_math import train  # noqa: E402
 
 MAX_STEPS = 30
 GOAL = 0.2

@@ -22,9 +22,9 @@ from tests.gateway_helpers import ToolLoopPolicy  # noqa: E402
 from tir_envs.chat import resolve_renderer  # noqa: E402
 from tir_envs.codec import Codec  # noqa: E402
 from tir_envs.tokenizer import family_tokenizer  # noqa: E402
-from trainers.grpo.agent_rollout import AgentGRPOTrainer  # noqa: E402
-from trainers.grpo.agents_math import config  # noqa: E402
-from trainers.grpo.batch import build_batch  # noqa: E402
+from tir_envs.trainers.grpo.agent_rollout import AgentGRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.agents_math import config  # noqa: E402
+from tir_envs.trainers.grpo.batch import build_batch  # noqa: E402
 
 TASKS = [{"id": "keeps-history", "keep": True}, {"id": "drops-reasoning", "keep": False}]
 

@@ -21,8 +21,8 @@ from tests.gateway_helpers import ANSWER, tool_add
 from tests.test_gateway import make
 from tir_envs.gateway import AgentSource
 from tir_envs.task import Task
-from trainers.grpo.batch import build_batch
-from trainers.grpo.filtering import Group, mark_exclusions
+from tir_envs.trainers.grpo.batch import build_batch
+from tir_envs.trainers.grpo.filtering import Group, mark_exclusions
 
 
 def test_gateway_groups_train_with_the_grpo_batch_builder():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tir_envs.trajectory import Trajectory, Turn
-from trainers.grpo.advantages import group_advantages
-from trainers.grpo.filtering import (AccuracyBand, Group, exclusion_reason, fill_batch,
+from tir_envs.trainers.grpo.advantages import group_advantages
+from tir_envs.trainers.grpo.filtering import (AccuracyBand, Group, exclusion_reason, fill_batch,
                                      is_correct, mark_exclusions)
 
 
@@ -147,7 +147,7 @@ def test_refill_gives_up_after_max_rounds_and_oversamples():
 
 # ---------------------------------------------------------------- metrics
 def test_tool_metrics_count_executed_calls_only():
-    from trainers.grpo.metrics import rollout_metrics
+    from tir_envs.trainers.grpo.metrics import rollout_metrics
 
     groups = [Group("g", [traj(calls=2), traj(parse_errors=3), traj(calls=1, parse_errors=1),
                           traj()])]

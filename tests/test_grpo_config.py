@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trainers.grpo.__main__ import main
-from trainers.grpo.config import CONFIG_DIR, GRPOConfig
+from tir_envs.trainers.grpo.__main__ import main
+from tir_envs.trainers.grpo.config import CONFIG_DIR, GRPOConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ["torl_math", "zerotir_math", "rite_math", "verltool_math", "search_r1", "skyrl_sql",
@@ -166,7 +166,7 @@ def test_bundled_configs_load_by_name_like_the_cli():
 def test_cli_trains_the_toy_task_and_writes_metrics_and_curve(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "trainers.grpo", "--config", "toy", "train.steps=3",
+        [sys.executable, "-m", "tir_envs.trainers.grpo", "--config", "toy", "train.steps=3",
          f"train.output_dir={out}", "train.tensorboard=false", "rollout.tasks_per_step=4"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -263,7 +263,7 @@ def test_each_recipe_runs_a_real_update_on_cpu(tmp_path, name):
     reference model: rewards differ within each group, so every step trains — loss and KL finite,
     weights moved — instead of skipping the batch."""
     torch = pytest.importorskip("torch")
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
     config = GRPOConfig.load(CONFIG_DIR / f"{name}.yaml",
                              recipe_overrides(tmp_path, name) + [
@@ -293,5 +293,5 @@ def test_each_recipe_runs_a_real_update_on_cpu(tmp_path, name):
 
 
 def load_tokenizer_for(config: GRPOConfig):
-    from trainers.grpo.modeling import load_tokenizer
+    from tir_envs.trainers.grpo.modeling import load_tokenizer
     return load_tokenizer(config.model)

@@ -16,9 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers.grpo.config import GRPOConfig  # noqa: E402
-from trainers.grpo.curve import save_curve  # noqa: E402
-from trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.config import GRPOConfig  # noqa: E402
+from tir_envs.trainers.grpo.curve import save_curve  # noqa: E402
+from tir_envs.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 TOY = Path(__file__).resolve().parents[1] / "trainers" / "grpo" / "configs" / "toy.yaml"
 MAX_STEPS = 80      # the toy config's train.steps; the reference run needs 48 (seeds 0-4: 48-55)

@@ -18,9 +18,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.test_grpo_trainer import TOY, config  # noqa: E402
-from trainers.grpo.checkpoint import save_checkpoint  # noqa: E402
-from trainers.grpo.resume import EXTENSIBLE  # noqa: E402
-from trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.checkpoint import save_checkpoint  # noqa: E402
+from tir_envs.trainers.grpo.resume import EXTENSIBLE  # noqa: E402
+from tir_envs.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_ctrl_c_says_where_the_run_stopped_in_one_line(tmp_path):
     log = tmp_path / "stderr.txt"
     with open(log, "w") as stderr:  # files, not pipes: a full pipe would stall the trainer
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainers.grpo", "--config", str(TOY), "train.steps=100000",
+            [sys.executable, "-m", "tir_envs.trainers.grpo", "--config", str(TOY), "train.steps=100000",
              f"train.output_dir={tmp_path / 'run'}", "train.save_every=2",
              "train.tensorboard=false", "rollout.tasks_per_step=4",
              "rollout.samples_per_task=4"],

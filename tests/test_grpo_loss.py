@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainers.grpo.loss import default_denominator, policy_loss
+from tir_envs.trainers.grpo.loss import default_denominator, policy_loss
 
 # two trajectories, four token slots; slot 0 of row 0 and slot 3 of row 1 are env/prompt tokens
 LOGP = [[-1.0, -0.5, -2.0, -0.1], [-0.3, -1.2, -0.7, -3.0]]
@@ -139,7 +139,7 @@ def test_entropy_is_the_definition_at_the_sampling_temperature():
     −Σ p log p of the tempered distribution, position by position."""
     from types import SimpleNamespace
 
-    from trainers.grpo.logprobs import token_logprobs
+    from tir_envs.trainers.grpo.logprobs import token_logprobs
 
     logits = torch.randn(2, 5, 11, generator=torch.Generator().manual_seed(3)) * 4
 

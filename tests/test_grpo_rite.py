@@ -9,11 +9,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tir_envs.trajectory import Trajectory  # noqa: E402
-from trainers.grpo.batch import build_batch  # noqa: E402
-from trainers.grpo.config import GRPOConfig, context_budget  # noqa: E402
-from trainers.grpo.filtering import AccuracyBand, Group, RunningPassRate  # noqa: E402
-from trainers.grpo.loss import policy_loss  # noqa: E402
-from trainers.grpo.token_weights import TokenWeights  # noqa: E402
+from tir_envs.trainers.grpo.batch import build_batch  # noqa: E402
+from tir_envs.trainers.grpo.config import GRPOConfig, context_budget  # noqa: E402
+from tir_envs.trainers.grpo.filtering import AccuracyBand, Group, RunningPassRate  # noqa: E402
+from tir_envs.trainers.grpo.loss import policy_loss  # noqa: E402
+from tir_envs.trainers.grpo.token_weights import TokenWeights  # noqa: E402
 
 PIECES = {0: "I", 1: " add", 2: " wait", 3: ",", 4: "<tool_call>", 5: '{"a": 1}',
           6: "</tool_call>", 7: "!!!", 8: " ok", 9: "<result>3</result>"}

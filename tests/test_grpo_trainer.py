@@ -14,10 +14,10 @@ torch = pytest.importorskip("torch")
 
 from tir_envs.rollout import HFPolicy  # noqa: E402
 from tir_envs.tools.base import Tool  # noqa: E402
-from trainers.grpo.config import GRPOConfig  # noqa: E402
-from trainers.grpo.logprobs import token_logprobs  # noqa: E402
-from trainers.grpo.toy_env import ToyToolEnv  # noqa: E402
-from trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.config import GRPOConfig  # noqa: E402
+from tir_envs.trainers.grpo.logprobs import token_logprobs  # noqa: E402
+from tir_envs.trainers.grpo.toy_env import ToyToolEnv  # noqa: E402
+from tir_envs.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 TOY = Path(__file__).resolve().parents[1] / "trainers" / "grpo" / "configs" / "toy.yaml"
 METRICS = ["reward/mean", "accuracy", "response_length", "tool_calls_per_episode", "code_ratio",
@@ -81,7 +81,7 @@ def test_sampler_logprobs_are_what_the_trainer_computes(tmp_path):
     groups = trainer._rollout(8)
     trajs = [t for g in groups for t in g.trajectories]
     assert all(t.has_logprobs for t in trajs)
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(groups, trainer.pad_id)
     with torch.no_grad():
         lp, _ = token_logprobs(trainer.model, batch.input_ids, batch.attention_mask, 1.0)
@@ -95,14 +95,14 @@ def test_sampler_logprobs_are_what_the_trainer_computes(tmp_path):
 def test_padded_embedding_rows_are_left_out_on_both_sides(tmp_path):
     """A model with more embedding rows than tokens (Qwen2.5): the sampler never draws the
     padded ids and the trainer normalises over the same ids, so ratios still start at 1."""
-    from trainers.grpo.toy_env import toy_tokenizer
+    from tir_envs.trainers.grpo.toy_env import toy_tokenizer
     vocab = len(toy_tokenizer())
     rows = vocab + 48
     trainer = GRPOTrainer(config(tmp_path, f"model.random_init.vocab_size={rows}"))
     assert trainer.model.get_input_embeddings().weight.shape[0] == rows
     with torch.no_grad():  # make the padded rows the model's favourites
         trainer.model.get_input_embeddings().weight[vocab:] *= 50
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(trainer._rollout(4), trainer.pad_id)
     on = batch.loss_mask > 0
     assert int(batch.input_ids.max()) < vocab
@@ -118,7 +118,7 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, aggregation):
     parts = plain_sgd(GRPOTrainer(config(tmp_path / "b", f"algorithm.aggregation={aggregation}",
                                          "optim.grad_clip=0", "algorithm.micro_batch_size=3")))
     assert same(params(whole.model), params(parts.model))
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(whole._rollout(4), whole.pad_id)
     before = params(whole.model)
     a = whole.update(copy.deepcopy(batch))
@@ -132,7 +132,7 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path, aggregation):
 def test_mini_batches_and_epochs_take_several_optimizer_steps(tmp_path):
     trainer = GRPOTrainer(config(tmp_path, "algorithm.ppo_epochs=2",
                                  "algorithm.mini_batch_size=4", "optim.lr=0.05"))
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(trainer._rollout(4), trainer.pad_id)
     calls = []
     trainer.optimizer.register_step_post_hook(lambda *a: calls.append(1))
@@ -208,10 +208,10 @@ def test_infra_failed_episodes_are_not_trained_on(tmp_path):
     trajs = [t for g in groups for t in g.trajectories]
     failed = sum(t.infra_failed for t in trajs)
     assert failed > 0  # the random policy calls the tool now and then
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(groups, trainer.pad_id)
     assert len(batch) == len(trajs) - failed
-    from trainers.grpo.filtering import mark_exclusions
+    from tir_envs.trainers.grpo.filtering import mark_exclusions
     remarked = [mark_exclusions(g, mask_void=False, mask_infra=False) for g in groups]
     assert len(build_batch(remarked, trainer.pad_id)) == len(trajs)
 
@@ -221,7 +221,7 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
     ckpt = plain_sgd(GRPOTrainer(config(tmp_path / "b", "model.gradient_checkpointing=true",
                                         "optim.grad_clip=0")))
     assert any(getattr(m, "gradient_checkpointing", False) for m in ckpt.model.modules())
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
     batch = build_batch(plain._rollout(4), plain.pad_id)
     plain.update(copy.deepcopy(batch))
     ckpt.update(copy.deepcopy(batch))
@@ -268,7 +268,7 @@ def test_resume_with_running_pass_rates_is_bit_identical(tmp_path):
 
 
 def test_changed_settings_are_refused_on_resume_listing_each(tmp_path, capsys):
-    from trainers.grpo.__main__ import main
+    from tir_envs.trainers.grpo.__main__ import main
 
     GRPOTrainer(config(tmp_path, "train.steps=1")).train()
     with pytest.raises(ValueError) as err:
@@ -304,7 +304,7 @@ def test_a_resume_without_a_checkpoint_says_it_starts_fresh(tmp_path, capsys):
 def test_token_sum_norm_divides_by_the_episode_budget(tmp_path):
     """Dr. GRPO: L = Σ m·ℓ / (N · L_max) with L_max the episode's token budget (the env's
     max_total_tokens, or the context schedule's value), not the per-action max_tokens."""
-    from trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.batch import build_batch
 
     for extra, budget in (((), 64), (("rollout.context_schedule={0: 40, 5: 48}",), 40)):
         trainer = plain_sgd(GRPOTrainer(config(
@@ -350,7 +350,7 @@ class _Terminal:
 
 
 def test_progress_is_a_bar_on_a_terminal_and_json_lines_otherwise():
-    from trainers.grpo.progress import StepReporter
+    from tir_envs.trainers.grpo.progress import StepReporter
 
     records = [{"step": i, "reward/mean": r, "kl": 0.0} for i, r in ((3, 0.2), (4, 0.4), (5, 0.9))]
     tty = _Terminal(True)

@@ -18,10 +18,10 @@ import pytest
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed here; see the module docstring")
 torch = pytest.importorskip("torch")
 
-from trainers.grpo.batch import build_batch  # noqa: E402
-from trainers.grpo.config import GRPOConfig  # noqa: E402
-from trainers.grpo.logprobs import token_logprobs  # noqa: E402
-from trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.batch import build_batch  # noqa: E402
+from tir_envs.trainers.grpo.config import GRPOConfig  # noqa: E402
+from tir_envs.trainers.grpo.logprobs import token_logprobs  # noqa: E402
+from tir_envs.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 TOY = Path(__file__).resolve().parents[1] / "trainers" / "grpo" / "configs" / "toy.yaml"
 

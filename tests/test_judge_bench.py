@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks import run
+from tir_envs.bench import run
 from tir_envs.chat.vocab import qwen3_tokenizer
 from tir_envs.judge.gullible import GullibleJudge
 

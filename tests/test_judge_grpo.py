@@ -13,9 +13,9 @@ pytest.importorskip("torch")
 from tir_envs.chat.vocab import qwen3_tokenizer  # noqa: E402
 from tir_envs.judge import JudgeClient, JudgeReward, Rubric  # noqa: E402
 from tir_envs.judge.gullible import GullibleJudge  # noqa: E402
-from trainers.grpo.config import GRPOConfig  # noqa: E402
-from trainers.grpo.toy_env import ToyToolEnv, toy_tasks  # noqa: E402
-from trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from tir_envs.trainers.grpo.config import GRPOConfig  # noqa: E402
+from tir_envs.trainers.grpo.toy_env import ToyToolEnv, toy_tasks  # noqa: E402
+from tir_envs.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 TOY = Path(__file__).resolve().parents[1] / "trainers" / "grpo" / "configs" / "toy.yaml"
 

@@ -93,11 +93,11 @@ def source_files() -> list[Path]:
 
 def part(module: str) -> str:
     """The unit a rule is about: ``tir_envs.<sub>`` inside the library, else the top package;
-    ``benchmarks.perf`` (measurement scripts, not shipped: they may time any part, trainers
+    ``tir_envs.bench.perf`` (measurement scripts, not shipped: they may time any part, trainers
     included) is a part of its own, on top of everything."""
     bits = module.split(".")
     if bits[:2] == ["benchmarks", "perf"]:
-        return "benchmarks.perf"
+        return "tir_envs.bench.perf"
     return ".".join(bits[:2]) if bits[0] == "tir_envs" and len(bits) > 1 else bits[0]
 
 
@@ -216,12 +216,12 @@ def test_no_two_modules_import_each_other():
 
 def test_the_module_loop_checker_sees_lazy_imports_and_not_package_parents():
     harness, ray = ROOT / "benchmarks/harness.py", ROOT / "benchmarks/ray_episodes.py"
-    lazy = {harness: "def f():\n    from benchmarks.ray_episodes import connect\n",
-            ray: "def g():\n    from benchmarks.harness import run\n"}
-    assert module_loops(lazy) == ["benchmarks/harness.py imports benchmarks.ray_episodes; "
-                                  "benchmarks/ray_episodes.py imports benchmarks.harness"]
-    parent = {ROOT / "benchmarks/__init__.py": "from benchmarks.scoring import x\n",
-              ROOT / "benchmarks/scoring.py": "from benchmarks import metrics\n"}
+    lazy = {harness: "def f():\n    from tir_envs.bench.ray_episodes import connect\n",
+            ray: "def g():\n    from tir_envs.bench.harness import run\n"}
+    assert module_loops(lazy) == ["benchmarks/harness.py imports tir_envs.bench.ray_episodes; "
+                                  "benchmarks/ray_episodes.py imports tir_envs.bench.harness"]
+    parent = {ROOT / "benchmarks/__init__.py": "from tir_envs.bench.scoring import x\n",
+              ROOT / "benchmarks/scoring.py": "from tir_envs.bench import metrics\n"}
     assert module_loops(parent) == []
 
 
@@ -252,9 +252,9 @@ def test_the_loop_checker_finds_long_loops():
      ["tir_envs.tools.sql", "tir_envs.tools.sql.database"]),
     ("tir_envs/tools/probe.py", "from ..rewards import base\n",
      ["tir_envs.rewards", "tir_envs.rewards.base"]),
-    ("tir_envs/rollout/probe.py", "import trainers.grpo\n", ["trainers.grpo"]),
-    ("trainers/common/probe.py", "def f():\n    from benchmarks.suites import SUITES\n",
-     ["benchmarks.suites", "benchmarks.suites.SUITES"]),
+    ("tir_envs/rollout/probe.py", "import tir_envs.trainers.grpo\n", ["tir_envs.trainers.grpo"]),
+    ("trainers/common/probe.py", "def f():\n    from tir_envs.bench.suites import SUITES\n",
+     ["tir_envs.bench.suites", "tir_envs.bench.suites.SUITES"]),
     ("tir_envs/envs/probe.py", "from tir_envs.task import Task\n", []),
 ])
 def test_the_checker_reports_upward_imports(where, code, expected):
@@ -262,13 +262,13 @@ def test_the_checker_reports_upward_imports(where, code, expected):
     assert upward_imports({ROOT / where: code}) == [f"{where} imports {m}" for m in expected]
 
 
-#: a project module named in a string (``import_module("benchmarks.cli")``, an entry point)
+#: a project module named in a string (``import_module("tir_envs.bench.cli")``, an entry point)
 _MODULE_STRING = re.compile(r"^(benchmarks|trainers)(\.\w+)+(:\w+)?$")
 
 
 def test_library_loads_no_top_level_package_by_name():
     """The library reaches ``benchmarks``/``trainers`` only through imports a reader sees,
-    never ``importlib.import_module("benchmarks.cli")`` or an entry-point string."""
+    never ``importlib.import_module("tir_envs.bench.cli")`` or an entry-point string."""
     named = [f"{path.relative_to(ROOT)}: {node.value!r}"
              for path in source_files() if module_name(path).startswith("tir_envs")
              for node in ast.walk(parse_source(path.read_text()))
@@ -278,13 +278,13 @@ def test_library_loads_no_top_level_package_by_name():
 
 
 def test_bench_command_is_a_visible_import_of_a_shipped_package():
-    """``tir-envs bench`` imports ``benchmarks.cli``, and pyproject ships ``benchmarks``."""
+    """``tir-envs bench`` imports ``tir_envs.bench.cli``, and pyproject ships ``benchmarks``."""
     import tomllib
 
-    import benchmarks.cli
+    import tir_envs.bench.cli
     from tir_envs.cli import SUBCOMMANDS
-    assert SUBCOMMANDS["bench"] is benchmarks.cli
-    assert ("benchmarks.cli" in imports_of(ROOT / "tir_envs" / "cli.py"))
+    assert SUBCOMMANDS["bench"] is tir_envs.bench.cli
+    assert ("tir_envs.bench.cli" in imports_of(ROOT / "tir_envs" / "cli.py"))
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = config["tool"]["setuptools"]["packages"]["find"]["include"]
     assert "benchmarks*" in include

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.suites import SUITE_ALIASES, SUITES, get_suite
+from tir_envs.bench.suites import SUITE_ALIASES, SUITES, get_suite
 from tir_envs.cli import main
 from tir_envs.trajectory import read_jsonl
 

@@ -23,11 +23,11 @@ from tests.sql_helpers import CACHE
 from tir_envs.data.spider import load_spider
 from tir_envs.task import Task
 from tir_envs.tools.base import Tool
-from trainers.common.env_config import ConfigError, EnvConfig
-from trainers.common.labels import LabelError, index_tasks, task_from_label, task_label
-from trainers.openrlhf.dataset import main as dataset_main
-from trainers.openrlhf import executor as executor_module
-from trainers.openrlhf.executor import TIRAgentExecutor, TIRAgentInstance
+from tir_envs.trainers.common.env_config import ConfigError, EnvConfig
+from tir_envs.trainers.common.labels import LabelError, index_tasks, task_from_label, task_label
+from tir_envs.trainers.openrlhf.dataset import main as dataset_main
+from tir_envs.trainers.openrlhf import executor as executor_module
+from tir_envs.trainers.openrlhf.executor import TIRAgentExecutor, TIRAgentInstance
 
 AGENT_FILE = Path(__file__).resolve().parents[1] / "trainers" / "openrlhf" / "agent.py"
 TASK = {"id": "t/42", "question": "What is $6 \\times 7$?", "answer": "42"}

@@ -29,7 +29,7 @@ from tir_envs.chat import resolve_renderer  # noqa: E402
 from tir_envs.codec import Codec  # noqa: E402
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
 from tir_envs.tokenizer import family_tokenizer  # noqa: E402
-from trainers.openrlhf.gateway import GatewayAgentExecutor  # noqa: E402
+from tir_envs.trainers.openrlhf.gateway import GatewayAgentExecutor  # noqa: E402
 
 N = 2  # n_samples_per_prompt
 TASKS = {"a": {"id": "a", "keep": True}, "b": {"id": "b", "keep": True},

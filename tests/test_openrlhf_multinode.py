@@ -43,7 +43,7 @@ def two_nodes():
 def adapter_episode(code: str) -> dict:
     """What an OpenRLHF worker does on its node: build the env from the environment variables
     alone (the adapter's ``EnvConfig.from_environ``) and run one tool call."""
-    from trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.common.env_config import EnvConfig
 
     env = EnvConfig.from_environ().make()
     try:
@@ -97,7 +97,7 @@ class Trainer:
     def __init__(self):
         import os
 
-        from trainers.common.env_config import EnvConfig
+        from tir_envs.trainers.common.env_config import EnvConfig
         # hosts of this test's own, needing no `sandbox` resource (the first test's hosts,
         # kept by the processes that made them, hold both)
         settings = {**SETTINGS, "backend": {**SETTINGS["backend"], "namespace": OWN_HOSTS,

@@ -27,7 +27,7 @@ from tests.test_rollout_vllm import model_dir  # noqa: E402,F401 - the shared ti
 from tir_envs.task import Task  # noqa: E402
 
 import tir_envs  # noqa: E402
-from trainers.openrlhf.executor import TIRAgentExecutor  # noqa: E402
+from tir_envs.trainers.openrlhf.executor import TIRAgentExecutor  # noqa: E402
 
 MAX_LEN = 1024  # OpenRLHF's --data.max_len, the model's context, and the env's token budget
 EOS = "<|im_end|>"

@@ -52,7 +52,7 @@ def test_the_perf_scripts_are_not_shipped():
         "packages"]["find"]
     shipped = find_packages(str(ROOT), include=found["include"], exclude=found["exclude"])
     assert "benchmarks" in shipped and "tir_envs" in shipped
-    assert not [name for name in shipped if name.startswith("benchmarks.perf")]
+    assert not [name for name in shipped if name.startswith("tir_envs.bench.perf")]
 
 
 def test_a_foreign_benchmarks_package_is_named_not_obeyed(tmp_path):

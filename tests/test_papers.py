@@ -12,8 +12,8 @@ from tir_envs.task import Task
 from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.protocols.zerotir import ZeroTIRProtocol
 from tir_envs.rewards.math import GraderPool
-from trainers.grpo.advantages import group_advantages
-from trainers.grpo.config import CONFIG_DIR, GRPOConfig
+from tir_envs.trainers.grpo.advantages import group_advantages
+from tir_envs.trainers.grpo.config import CONFIG_DIR, GRPOConfig
 
 TASK = Task("t/42", "What is $6 \\times 7$?", answer="42")
 RITE_CALL = '<think>{}</think>\n<tool_call>\n{{"name": "{}", "arguments": {}}}\n</tool_call>'

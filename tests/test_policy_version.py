@@ -68,7 +68,7 @@ def test_a_policy_that_never_says_leaves_no_version():
 def test_grpo_dumps_carry_the_step_whose_weights_sampled_them(tmp_path):
     pytest.importorskip("torch")
     from tests.test_grpo_trainer import config
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
     GRPOTrainer(config(tmp_path, "train.steps=2", "train.dump_rollouts=true")).train()
     for step in (1, 2):

@@ -138,7 +138,7 @@ def test_load_qa_file_formats_and_errors(tmp_path):
 def test_one_name_per_shipped_set_with_the_old_name_as_alias(old, name):
     """The Search env, ``load_qa`` and ``tir-envs bench`` call a set by one name; the name
     the env used before still loads the same set under the one name."""
-    from benchmarks.suites import PARTS, SUITES
+    from tir_envs.bench.suites import PARTS, SUITES
     from tir_envs.data.autotir import load_autotir_tasks
     assert name in QA_SETS and old not in QA_SETS
     by_alias, by_name = load_qa(old, limit=3), load_qa(name, limit=3)

@@ -9,7 +9,7 @@ import json
 import threading
 import time
 
-from benchmarks.store import RunStore
+from tir_envs.bench.store import RunStore
 from tir_envs.cli import main
 from tir_envs.tools.search.retriever import Hit, Retriever
 
@@ -68,7 +68,7 @@ class ColdIndex(Retriever):
 
 
 def test_the_index_loads_before_the_first_episode_not_in_its_latency(tmp_path):
-    from benchmarks.harness import run
+    from tir_envs.bench.harness import run
     from tir_envs.rollout import ScriptedPolicy
 
     tasks = tmp_path / "qa.jsonl"

@@ -81,7 +81,7 @@ def test_the_engine(qwen_tok, episodes, autotir):
 def test_the_openrlhf_executor(qwen_tok, episodes, autotir):
     pytest.importorskip("openrlhf")
     from tests.test_openrlhf_agent import ScriptedEngine, run
-    from trainers.openrlhf.executor import TIRAgentExecutor
+    from tir_envs.trainers.openrlhf.executor import TIRAgentExecutor
 
     executor = TIRAgentExecutor(lambda tok: Refusing(tokenizer=tok, tasks=[OK, REFUSED]))
     result = run(executor, "ok-1", ScriptedEngine(qwen_tok, ANSWER), qwen_tok)
@@ -111,7 +111,7 @@ class RefusesListed(LookupEnv):
 @pytest.fixture
 def refusing_suite(monkeypatch):
     """A suite over AIME 2024 items, on an env registered for the test that refuses item 1."""
-    from benchmarks import SUITES, Part, Suite, register
+    from tir_envs.bench import SUITES, Part, Suite, register
     from tir_envs import registry
 
     aime = SUITES["aime24"].parts[0]
@@ -129,8 +129,8 @@ def refusing_suite(monkeypatch):
 
 
 def test_the_bench_harness(qwen_tok, episodes, refusing_suite, tmp_path, autotir):
-    from benchmarks import run
-    from benchmarks.store import RunStore
+    from tir_envs.bench import run
+    from tir_envs.bench.store import RunStore
 
     run("test-refusing", ScriptedPolicy(["<answer>1</answer>"], qwen_tok), out=tmp_path / "a",
         limit=2, progress=False, report=False, concurrency=1)
@@ -149,8 +149,8 @@ def test_the_bench_harness(qwen_tok, episodes, refusing_suite, tmp_path, autotir
 # ------------------------------------------------------------------------------ GRPO
 def test_the_grpo_trainer(qwen_tok, episodes, autotir, tmp_path):
     pytest.importorskip("torch")
-    from trainers.grpo.config import GRPOConfig
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.config import GRPOConfig
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
     toy = Path(__file__).resolve().parents[1] / "trainers" / "grpo" / "configs" / "toy.yaml"
     config = GRPOConfig.load(toy, [f"train.output_dir={tmp_path}", "train.tensorboard=false",

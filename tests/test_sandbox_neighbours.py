@@ -45,7 +45,7 @@ def needs(b: LocalBackend, mechanism: str) -> None:
 # session's socket) from four threads with valid result frames for it, each as large as the
 # host accepts (about 160 KB at the default output limit), as the attack did: the cell
 # benchmarks/perf/sandbox.py's flood_bystander runs too.
-from benchmarks.perf.sandbox import FLOOD  # noqa: E402
+from tir_envs.bench.perf.sandbox import FLOOD  # noqa: E402
 
 
 def latencies(tool: PythonTool, session, seconds: float) -> list[float]:

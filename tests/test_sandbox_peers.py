@@ -9,7 +9,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from benchmarks.perf import sandbox
+from tir_envs.bench.perf import sandbox
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 GOOD = sandbox.Peer("good", (sys.executable, "-c"), ENV)

@@ -101,7 +101,7 @@ def test_the_openrlhf_adapters_env_settings_reach_the_ray_backend(cluster):
     """The adapter's JSON env settings (TIR_ENV_KWARGS, as set on every node of a Ray job)
     carry the sandbox backend's own options: hosts and actor placement, not only its name."""
     from tir_envs.tools.python.backends.registry import make_backend
-    from trainers.common.env_config import ConfigError, EnvConfig
+    from tir_envs.trainers.common.env_config import ConfigError, EnvConfig
 
     kwargs = {"protocol": "torl", "backend": {
         "name": "ray", "num_hosts": 2, "namespace": NAMESPACE, "spares": 0,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchmarks.perf.sandbox_soak import soak
+from tir_envs.bench.perf.sandbox_soak import soak
 
 
 @pytest.mark.soak

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.perf import search_scale
+from tir_envs.bench.perf import search_scale
 from tir_envs.data.qa import hotpotqa_paragraphs
 
 

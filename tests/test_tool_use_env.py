@@ -180,8 +180,8 @@ def test_bench_cli_on_a_users_function(user_module, capsys):
 
 def test_one_grpo_step_on_cpu(tmp_path):
     torch = pytest.importorskip("torch")
-    from trainers.grpo.config import GRPOConfig
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.config import GRPOConfig
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
     from tir_envs.tokenizer import qwen25_tokenizer
 
     def varied(task, trajectory, answer):

@@ -183,8 +183,8 @@ def grpo_records(settings, tokenizer):
     import tir_envs
     from tests.fixtures.parity_ledger import ServerPolicy
     from tir_envs.rollout import SamplingParams, collect
-    from trainers.grpo.batch import build_batch
-    from trainers.grpo.filtering import Group, mark_exclusions
+    from tir_envs.trainers.grpo.batch import build_batch
+    from tir_envs.trainers.grpo.filtering import Group, mark_exclusions
 
     out = []
     for s in settings:
@@ -213,7 +213,7 @@ def setting_tasks(setting, tokenizer):
     """The Tasks the setting's labels name, through the env's own task set (SQL's labels are
     Spider ids; the others carry whole tasks)."""
     import tir_envs
-    from trainers.common.labels import index_tasks, task_from_label
+    from tir_envs.trainers.common.labels import index_tasks, task_from_label
 
     env = tir_envs.make(setting.env_id, **{**setting.env_kwargs, "tokenizer": tokenizer})
     try:
@@ -262,7 +262,7 @@ def openrlhf_records(settings, tokenizer):
     pytest.importorskip("openrlhf", reason="OpenRLHF is installed by make install-dev")
     import tir_envs
     from tests.test_openrlhf_agent import Sampling
-    from trainers.openrlhf.executor import TIRAgentExecutor
+    from tir_envs.trainers.openrlhf.executor import TIRAgentExecutor
 
     out = []
     for s in settings:

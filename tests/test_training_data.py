@@ -10,9 +10,9 @@ import warnings
 import pytest
 
 from tir_envs.data.math.loader import load_math_tasks
-from trainers.common.eval_guard import (EvalOverlapError, EvalOverlapWarning,
+from tir_envs.trainers.common.eval_guard import (EvalOverlapError, EvalOverlapWarning,
                                         check_training_tasks, evaluation_overlap)
-from trainers.common.training_data import main as training_data
+from tir_envs.trainers.common.training_data import main as training_data
 
 
 def test_eval_questions_are_found_by_content_wherever_the_file_lives(tmp_path):
@@ -50,9 +50,9 @@ def test_converting_an_eval_set_is_refused(tmp_path, capsys):
 
 
 def test_the_dataset_writers_and_grpo_warn_on_an_eval_set(tmp_path):
-    from trainers.common.env_config import EnvConfig
-    from trainers.common.labels import records
-    from trainers.grpo.tasks import load_tasks
+    from tir_envs.trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.common.labels import records
+    from tir_envs.trainers.grpo.tasks import load_tasks
 
     with pytest.warns(EvalOverlapWarning, match="tasks='math500'"):
         list(records(EnvConfig("tir/MathCode-v0", {"tasks": "math500"}), limit=2))
@@ -69,7 +69,7 @@ def test_no_adapter_doc_trains_on_an_evaluation_set():
     import re
     from pathlib import Path
 
-    from benchmarks.suites import SUITES
+    from tir_envs.bench.suites import SUITES
     from tir_envs.data.math.loader import MATH_DATASETS
 
     eval_names = set(SUITES) | set(MATH_DATASETS) | {"hotpotqa_distractor", "spider"}

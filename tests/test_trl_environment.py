@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from trainers.trl.environment import ledger_drift, make_environment_factory
+from tir_envs.trainers.trl.environment import ledger_drift, make_environment_factory
 
 TASKS = [{"id": "fr", "question": "What is the capital of France?", "answer": "Paris"},
          {"id": "jp", "question": "What is the capital of Japan?", "answer": "Tokyo"}]

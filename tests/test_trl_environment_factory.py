@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from tests.fixtures.trl_parity import tiny_qwen2  # noqa: E402
 from tests.test_trl_environment import TASKS, capital, capital_episode_drift  # noqa: E402
-from trainers.trl.environment import make_environment_factory  # noqa: E402
+from tir_envs.trainers.trl.environment import make_environment_factory  # noqa: E402
 
 
 @pytest.fixture

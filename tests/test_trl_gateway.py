@@ -27,8 +27,8 @@ from tests.gateway_helpers import ToolLoopPolicy  # noqa: E402
 from tir_envs.chat import resolve_renderer  # noqa: E402
 from tir_envs.codec import Codec  # noqa: E402
 from tir_envs.tokenizer import family_tokenizer  # noqa: E402
-from trainers.trl.gateway import GatewayRollout  # noqa: E402
-from trainers.trl.rollout import env_reward  # noqa: E402
+from tir_envs.trainers.trl.gateway import GatewayRollout  # noqa: E402
+from tir_envs.trainers.trl.rollout import env_reward  # noqa: E402
 
 GROUP = 2
 TASKS = {"a": {"id": "a", "keep": True}, "b": {"id": "b", "keep": True},

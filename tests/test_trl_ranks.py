@@ -1,6 +1,6 @@
 """docs/trl.md's launches with two training ranks, each started by ``accelerate launch`` (issue 46).
 
-The FSDP launch runs as written (its accelerate config file, ``python -m trainers.trl.train``),
+The FSDP launch runs as written (its accelerate config file, ``python -m tir_envs.trainers.trl.train``),
 scaled down by ``tests.launch_docs.trl_cpu_scale``, through one GRPO update on two gloo ranks:
 the model is ``tests.fixtures.answer_model`` (right or wrong with even odds, so the group's
 advantages are not all zero), and TRL's own table of the step's completions shows every rank's
@@ -82,8 +82,8 @@ def test_the_fsdp_launch_trains_every_ranks_episodes_in_one_update(tmp_path):
     from tests.fixtures.answer_model import completion_tokens, save_answer_model
     from tests.fixtures.tiny import tiny_tokenizer
     from tests.launch_docs import TRL_CPU_BATCH, full_commands, trl_cpu_scale
-    from trainers.common.training_data import main as training_data
-    from trainers.trl.dataset import main as write_dataset
+    from tir_envs.trainers.common.training_data import main as training_data
+    from tir_envs.trainers.trl.dataset import main as write_dataset
 
     tok = tiny_tokenizer()
     model = save_answer_model(tok, tmp_path / "model")
@@ -92,7 +92,7 @@ def test_the_fsdp_launch_trains_every_ranks_episodes_in_one_update(tmp_path):
     assert [json.loads(x)["answer"] for x in tasks.read_text().splitlines()][:2] == ["16", "16"]
     assert write_dataset(["--env", "tir/MathCode-v0", "--tasks", str(tasks), "--limit", "2",
                           "--out", str(data)]) == 0  # the two tasks whose answer is 16
-    (doc,) = [c for c in full_commands("trl.md", "trainers.trl.train")
+    (doc,) = [c for c in full_commands("trl.md", "tir_envs.trainers.trl.train")
               if "trainers/trl/accelerate/fsdp.yaml" in c]
     argv = trl_cpu_scale(doc, str(model), str(data), str(tasks))
     assert argv[:2] == ["accelerate", "launch"]

@@ -52,7 +52,7 @@ def test_every_setting_gives_the_env_ledger(root, qwen_tok):
 def test_two_train_steps_with_the_models_own_generate(root, qwen_tok):
     """``GRPOTrainer.train()`` for two steps: a tiny random Qwen2 generates every action through
     ``HFPolicy`` (its own ``generate``), the env runs the episodes, TRL trains on the ledgers."""
-    from trainers.trl.train import build_trainer
+    from tir_envs.trainers.trl.train import build_trainer
 
     model = tiny_qwen2(qwen_tok)
     trainer = build_trainer(
@@ -146,7 +146,7 @@ class FakeVLLMClient:
 
 
 def test_the_vllm_server_path_gives_the_env_ledger(root, qwen_tok):
-    from trainers.trl.rollout import make_rollout_func
+    from tir_envs.trainers.trl.rollout import make_rollout_func
 
     setting = parity_settings(str(root / "search"), str(CACHE))[1]  # zerotir: stops change
     client = FakeVLLMClient(ScriptedServer(qwen_tok, setting.scripts), qwen_tok.eos_token_id)
@@ -166,15 +166,15 @@ def test_the_vllm_server_path_gives_the_env_ledger(root, qwen_tok):
 
 
 def test_vllm_without_trls_vllm_says_how_to_turn_it_on(qwen_tok):
-    from trainers.trl.vllm import TRLVLLMPolicy
+    from tir_envs.trainers.trl.vllm import TRLVLLMPolicy
 
     with pytest.raises(ValueError, match="use_vllm=True"):
         TRLVLLMPolicy(SimpleNamespace(), qwen_tok)
 
 
 def test_bad_arguments_are_named():
-    from trainers.common.env_config import ConfigError
-    from trainers.trl.rollout import make_rollout_func
+    from tir_envs.trainers.common.env_config import ConfigError
+    from tir_envs.trainers.trl.rollout import make_rollout_func
 
     with pytest.raises(ValueError, match="generate must be one of"):
         make_rollout_func("tir/MathCode-v0", generate="sglang")
@@ -185,7 +185,7 @@ def test_bad_arguments_are_named():
 def test_an_unsupported_trl_version_is_named(monkeypatch):
     from importlib import metadata
 
-    from trainers.common.versions import UnsupportedVersion, require
+    from tir_envs.trainers.common.versions import UnsupportedVersion, require
 
     real = metadata.version
     monkeypatch.setattr(metadata, "version", lambda d: "0.19.0" if d == "trl" else real(d))
@@ -194,7 +194,7 @@ def test_an_unsupported_trl_version_is_named(monkeypatch):
 
 
 def test_the_dataset_writer_puts_labels_in_the_prompt_column(tmp_path):
-    from trainers.trl.dataset import main
+    from tir_envs.trainers.trl.dataset import main
 
     out = tmp_path / "d.jsonl"
     assert main(["--env", "tir/MathCode-v0", "--tasks", "math500", "--limit", "2",
@@ -209,7 +209,7 @@ def test_failed_and_empty_episodes_reach_trl_flagged():
     advantage 0); an episode with no token after the prompt gets one masked pad token (TRL
     indexes every completion's last token)."""
     from tir_envs.trajectory import EpisodeFailure, Trajectory
-    from trainers.trl.rollout import to_trl
+    from tir_envs.trainers.trl.rollout import to_trl
 
     failed = Trajectory(prompt_ids=[1, 2], task_id="a", env_id="tir/MathCode-v0")
     failed.append([5, 6], policy=True, logprobs=[-0.1, -0.2])
@@ -227,12 +227,12 @@ def test_failed_and_empty_episodes_reach_trl_flagged():
 
 
 def test_the_example_script_runs_on_a_cpu_with_its_own_defaults(tmp_path, qwen_tok):
-    """``python -m trainers.trl.train`` as the docs show it, on a CPU, with no ``--grpo``
+    """``python -m tir_envs.trainers.trl.train`` as the docs show it, on a CPU, with no ``--grpo``
     precision flags: the script picks bf16 off and ``use_cpu`` itself (TRL's bf16 default is
     refused on a CPU), and trains on a training file."""
-    from trainers.common.training_data import main as training_data
-    from trainers.trl.dataset import main as write_dataset
-    from trainers.trl.train import main as train, model_dtype
+    from tir_envs.trainers.common.training_data import main as training_data
+    from tir_envs.trainers.trl.dataset import main as write_dataset
+    from tir_envs.trainers.trl.train import main as train, model_dtype
 
     model = tmp_path / "model"
     tiny_qwen2(qwen_tok).save_pretrained(model)
@@ -262,19 +262,19 @@ def test_every_documented_launch_parses_with_each_tools_own_parser():
     from trl.scripts.vllm_serve import make_parser
 
     from tests.launch_docs import full_commands
-    from trainers.trl.train import build_parser, grpo_settings
+    from tir_envs.trainers.trl.train import build_parser, grpo_settings
 
     modes, distributed = set(), set()
-    for argv in full_commands("trl.md", "trainers.trl.train"):
+    for argv in full_commands("trl.md", "tir_envs.trainers.trl.train"):
         argv = [a for a in argv if "=" not in a.split("-")[0] or a.startswith("-")]
         if argv[:2] == ["accelerate", "launch"]:
             launch = launch_command_parser().parse_args(argv[2:])
-            assert launch.module and launch.training_script == "trainers.trl.train"
+            assert launch.module and launch.training_script == "tir_envs.trainers.trl.train"
             accel = load_config_from_file(launch.config_file)
             distributed.add(accel.distributed_type.value)
             script, processes = launch.training_script_args, accel.num_processes
         else:
-            script, processes = argv[argv.index("trainers.trl.train") + 1:], 1
+            script, processes = argv[argv.index("tir_envs.trainers.trl.train") + 1:], 1
         args = build_parser().parse_args(script)
         assert json.loads(args.env_kwargs)["tasks"].endswith("math_train.jsonl")
         grpo = {**grpo_settings(args), "bf16": True}  # as on the GPU machine it is written for

@@ -139,8 +139,8 @@ def test_audit_runs_a_user_env_with_import(tmp_path):
 def test_the_import_is_a_run_setting_recorded_for_workers(tmp_path, monkeypatch):
     """``--import`` is a ``RunConfig`` field: recorded in ``run.json`` (Ray workers import the
     modules from it), and a module that does not import is named with the fix."""
-    from benchmarks.config import RunConfig
-    from benchmarks.harness import run
+    from tir_envs.bench.config import RunConfig
+    from tir_envs.bench.harness import run
 
     folder = write_units(tmp_path)
     monkeypatch.chdir(folder)

@@ -44,7 +44,7 @@ def test_a_tools_string_finds_a_module_in_the_working_folder(here):
 
 
 def test_every_module_name_string_follows_the_rule(here):
-    from trainers.grpo.modeling import import_object
+    from tir_envs.trainers.grpo.modeling import import_object
 
     assert import_object("my_tools:capital")("France") == "Paris"
     assert resolve("my_tools:capital", "app=")("x") == "unknown"

@@ -104,8 +104,8 @@ def test_env_from_environment_variables_and_the_shipped_agent_file(tmp_path, qwe
                                                                     monkeypatch):
     monkeypatch.setenv("TIR_ENV_ID", "tir/MathCode-v0")
     monkeypatch.setenv("TIR_ENV_KWARGS", json.dumps({"protocol": "torl", "tasks": [TASK]}))
-    from trainers.verl.dataset import AGENT_NAME, rows
-    from trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.verl.dataset import AGENT_NAME, rows
+    from tir_envs.trainers.common.env_config import EnvConfig
 
     data = vw.parquet(tmp_path / "d.parquet",
                       rows(EnvConfig("tir/MathCode-v0", {"tasks": [TASK]}), qwen_tok) * 2)
@@ -149,10 +149,10 @@ def test_a_ledger_longer_than_response_length_is_masked_and_flagged(tmp_path, qw
 
 
 def test_a_label_missing_from_the_row_names_the_dataset_writer():
-    from trainers.common.env_config import ConfigError
-    from trainers.verl.agent_loop import row_label
+    from tir_envs.trainers.common.env_config import ConfigError
+    from tir_envs.trainers.verl.agent_loop import row_label
 
-    with pytest.raises(ConfigError, match="trainers.verl.dataset"):
+    with pytest.raises(ConfigError, match="tir_envs.trainers.verl.dataset"):
         row_label({"extra_info": {"index": 0}})
     assert row_label({"extra_info": {"tir_task": "t/1"}}) == "t/1"
 
@@ -162,7 +162,7 @@ def test_the_example_configs_compose_with_verls_own(tmp_path):
     from omegaconf import OmegaConf
 
     import tir_envs
-    from trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.common.env_config import EnvConfig
 
     configs = ROOT / "trainers" / "verl" / "configs"
     names = sorted(p.stem for p in configs.glob("*.yaml") if not p.stem.endswith("_agent"))
@@ -240,7 +240,7 @@ def test_verls_loss_gives_zero_gradient_on_observation_tokens(parity):
 def test_an_unsupported_verl_version_is_named(monkeypatch):
     from importlib import metadata
 
-    from trainers.common.versions import UnsupportedVersion, require
+    from tir_envs.trainers.common.versions import UnsupportedVersion, require
 
     real = metadata.version
     monkeypatch.setattr(metadata, "version",
@@ -293,8 +293,8 @@ def test_an_episode_ending_on_an_observation_keeps_its_return_under_gae_and_rein
                                              compute_reinforce_plus_plus_outcome_advantage)
 
     import tir_envs
-    from trainers.verl.dataset import rows
-    from trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.verl.dataset import rows
+    from tir_envs.trainers.common.env_config import EnvConfig
 
     kwargs = {"protocol": "torl", "tasks": [TASK], "max_total_tokens": 300}
     monkeypatch.setenv("TIR_ENV_ID", "tir/MathCode-v0")

@@ -55,9 +55,9 @@ def scripts(eos: str) -> dict[str, list[str]]:
 def setup(tmp_path, qwen_tok, monkeypatch):
     """The shipped agent file with the env from environment variables, verl's config, the
     dataset, the server stand-in, and every ledger as ``TIRAgentLoop`` hands it to verl."""
-    from trainers.common.env_config import EnvConfig
-    from trainers.verl import agent_loop
-    from trainers.verl.dataset import rows
+    from tir_envs.trainers.common.env_config import EnvConfig
+    from tir_envs.trainers.verl import agent_loop
+    from tir_envs.trainers.verl.dataset import rows
 
     monkeypatch.setenv("TIR_ENV_ID", "tir/MathCode-v0")
     monkeypatch.setenv("TIR_ENV_KWARGS", json.dumps(ENV))
@@ -232,7 +232,7 @@ def test_a_sync_that_splits_a_stop_string_still_ends_the_action_at_it(setup):
     one uninterrupted request would have given; its first token's weights are 0, its last 1."""
     import tir_envs
     from tir_envs.rollout.policy import SamplingParams
-    from trainers.verl.policy import VerlServerPolicy
+    from tir_envs.trainers.verl.policy import VerlServerPolicy
 
     config, _, server, _, tok = setup
     env = tir_envs.make("tir/MathCode-v0", tokenizer=tok, **ENV)

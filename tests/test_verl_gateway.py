@@ -64,13 +64,13 @@ def generate(tmp_path, labels, on_fork):
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from trainers.verl import gateway as module
+    from tir_envs.trainers.verl import gateway as module
 
     tok = family_tokenizer("qwen3")
     tmp_path.mkdir(parents=True, exist_ok=True)
     loops = tmp_path / "loops.yaml"
     loops.write_text(yaml.safe_dump([{
-        "name": "gateway_agent", "_target_": "trainers.verl.gateway.GatewayAgentLoop",
+        "name": "gateway_agent", "_target_": "tir_envs.trainers.verl.gateway.GatewayAgentLoop",
         "agent": "tests.test_verl_gateway:agent", "reward": "tests.test_verl_gateway:reward",
         "tasks": "tests.test_verl_gateway:TASKS", "renderer": "qwen3", "thinking": "on",
         "on_fork": on_fork}]))

@@ -123,7 +123,7 @@ def workspace(tmp_path_factory, qwen_tok):
     """A run folder as the docs assume (verl starts in the repository root): ``trainers/`` (the
     agent files), a tiny Qwen2 with the policy's tokenizer, and the doc's own training file
     written by the doc's command (``--n 4``: the size scaled down)."""
-    from trainers.common import training_data
+    from tir_envs.trainers.common import training_data
 
     root = tmp_path_factory.mktemp("verl-launch")
     (root / "trainers").symlink_to(ROOT / "trainers")
@@ -152,7 +152,7 @@ def rollout(config: Any, workspace, qwen_tok) -> Any:
     """The doc's dataset command on the launch's agent file, verl's loader, verl's worker."""
     from transformers import AutoTokenizer
 
-    from trainers.verl import dataset
+    from tir_envs.trainers.verl import dataset
     from verl.protocol import DataProto
 
     root, model, tasks, loaded = workspace

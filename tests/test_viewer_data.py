@@ -53,7 +53,7 @@ def test_trajectory_jsonl_becomes_rows_with_verdicts(episodes_file, qwen_tok):
 
 
 def test_benchmark_run_folder_and_dump_folder(tmp_path, episodes_file, qwen_tok):
-    from benchmarks.harness import run
+    from tir_envs.bench.harness import run
     from tir_envs.rollout.scripted import ScriptedPolicy
 
     run("gsm8k", ScriptedPolicy(["The answer is \\boxed{18}."]), out=tmp_path / "run", k=2,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks import cli as bench_cli
+from tir_envs.bench import cli as bench_cli
 from tir_envs import demo
 from tir_envs.audit import cli as audit_cli
 from tir_envs.chat import check as chat_check
@@ -30,7 +30,7 @@ from tir_envs.viewer import cli as view_cli
 
 
 def check_own_package(module: ModuleType) -> ModuleType:
-    """``module`` (``benchmarks.cli``) must come from this distribution, next to ``tir_envs``.
+    """``module`` (``tir_envs.bench.cli``) must come from this distribution, next to ``tir_envs``.
 
     ``benchmarks`` and ``trainers`` are top-level packages (the project's fixed layout,
     docs/benchmarks.md says why); another installed distribution with a package of the same

@@ -1,1 +1,1 @@
-"""Trainers that consume ``tir_envs`` trajectories: ``trainers.grpo`` (bundled GRPO)."""
+"""Trainers that consume ``tir_envs`` trajectories: ``tir_envs.trainers.grpo`` (bundled GRPO)."""

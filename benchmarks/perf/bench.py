@@ -46,11 +46,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import pick  # noqa: E402
+from tir_envs.bench.perf.quick import pick  # noqa: E402
 
-from benchmarks import get_suite, run  # noqa: E402
-from benchmarks.oracle import ItemScriptedPolicy, gold_of, written  # noqa: E402
-from benchmarks.store import RunStore  # noqa: E402
+from tir_envs.bench import get_suite, run  # noqa: E402
+from tir_envs.bench.oracle import ItemScriptedPolicy, gold_of, written  # noqa: E402
+from tir_envs.bench.store import RunStore  # noqa: E402
 
 
 def answer_variant(gold: str, item: int, scoring: str) -> str:
@@ -156,7 +156,7 @@ def harness(suite_name: str, items: int, concurrency: int) -> dict[str, object]:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         verdicts = [r["correct"] for r in RunStore(folder).suite_records(suite_name)]
         t1 = time.perf_counter()
-        from benchmarks.report import write_outputs
+        from tir_envs.bench.report import write_outputs
         write_outputs(folder)
         report_s = time.perf_counter() - t1
     return {"wall_s": wall, "cpu_s": cpu, "policy_s": policy.seconds,

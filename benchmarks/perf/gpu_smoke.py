@@ -46,8 +46,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.perf.quick import QUICK  # noqa: E402
-from benchmarks.perf.trainer import PRESETS  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK  # noqa: E402
+from tir_envs.bench.perf.trainer import PRESETS  # noqa: E402
 
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b")
 #: the one workload every part runs (GPU; a CPU run halves the prompts)
@@ -73,7 +73,7 @@ def model_fields(shape: str, gpu: bool) -> dict:
 
 
 def tasks_file(folder: Path, n: int) -> Path:
-    from trainers.common.training_data import main as training_data
+    from tir_envs.trainers.common.training_data import main as training_data
 
     path = folder / "math_train.jsonl"
     if not path.exists():
@@ -225,8 +225,8 @@ def run_lm_step(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
 def run_grpo(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     import torch
 
-    from trainers.grpo.config import GRPOConfig
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.config import GRPOConfig
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
     gpu = torch.cuda.is_available()
     w = workload(gpu)
@@ -255,7 +255,7 @@ def run_trl(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
 
     from tir_envs.data.math.loader import load_math_tasks
     from tir_envs.tokenizer import load_tokenizer
-    from trainers.trl.train import build_trainer, device_defaults
+    from tir_envs.trainers.trl.train import build_trainer, device_defaults
 
     gpu = torch.cuda.is_available()
     w = workload(gpu)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.math import load_math_tasks  # noqa: E402
 from tir_envs.rewards.math import GraderPool  # noqa: E402

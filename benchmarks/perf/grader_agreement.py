@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.answers.math import extract_final_answer  # noqa: E402
 from tir_envs.rewards.math import GraderPool  # noqa: E402

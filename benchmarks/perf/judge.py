@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import pick  # noqa: E402
+from tir_envs.bench.perf.quick import pick  # noqa: E402
 
 from tir_envs.chat.vocab import qwen3_tokenizer  # noqa: E402
 from tir_envs.data.qa import load_qa  # noqa: E402

@@ -64,9 +64,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
-from benchmarks.perf.sandbox_soak import tree_cpu_s  # noqa: E402
+from tir_envs.bench.perf.sandbox_soak import tree_cpu_s  # noqa: E402
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
 
 CODE = "print(1)"

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import pick  # noqa: E402
-from benchmarks.perf.sandbox_soak import _descendants, _proc_table  # noqa: E402
+from tir_envs.bench.perf.quick import pick  # noqa: E402
+from tir_envs.bench.perf.sandbox_soak import _descendants, _proc_table  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend  # noqa: E402
 

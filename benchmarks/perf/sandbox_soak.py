@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.tools.python import LocalBackend, PythonTool  # noqa: E402
 from tir_envs.tools.python.isolation.uids import BLOCK, processes_of  # noqa: E402

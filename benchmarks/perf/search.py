@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.qa import load_qa  # noqa: E402
 from tir_envs.tools.search import build_index, open_retriever  # noqa: E402

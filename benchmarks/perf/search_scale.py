@@ -61,8 +61,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
-from benchmarks.perf.search import recall  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.search import recall  # noqa: E402
 
 K = 10
 WORDS_PER_PASSAGE = 100  # wiki-18 (DPR) splits Wikipedia into 100-word passages

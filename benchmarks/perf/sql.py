@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 from tir_envs.data.spider import load_spider, spider_databases  # noqa: E402
 from tir_envs.protocols.skyrl_sql import SkyRLSQLProtocol  # noqa: E402

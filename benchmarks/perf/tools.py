@@ -32,8 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.perf.quick import pick  # noqa: E402
-from benchmarks.perf.servers import start, stop  # noqa: E402
+from tir_envs.bench.perf.quick import pick  # noqa: E402
+from tir_envs.bench.perf.servers import start, stop  # noqa: E402
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import QUICK, pick  # noqa: E402
+from tir_envs.bench.perf.quick import QUICK, pick  # noqa: E402
 
 PRESETS = {  # Hugging Face config fields of the real models (weights are random here)
     "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
@@ -90,7 +90,7 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 def synthetic_batch(args, vocab: int):
     """A rollout-shaped batch: prompt (1/4), then policy tokens with one observation span."""
     import torch
-    from trainers.grpo.batch import TrainBatch
+    from tir_envs.trainers.grpo.batch import TrainBatch
 
     g = torch.Generator().manual_seed(0)
     n, t = args.batch, args.seq_len
@@ -111,7 +111,7 @@ def run_child(args: argparse.Namespace) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from trainers.grpo.modeling import set_checkpointing
+    from tir_envs.trainers.grpo.modeling import set_checkpointing
 
     torch.manual_seed(0)
     device = torch.device(args.device)
@@ -152,7 +152,7 @@ def run_child(args: argparse.Namespace) -> dict:
 def lm_step(args, model, batch):
     """A bare causal-LM step: ``model(..., labels=...)`` cross-entropy, backward, AdamW."""
     import torch
-    from trainers.grpo.modeling import autocast
+    from tir_envs.trainers.grpo.modeling import autocast
 
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
@@ -171,8 +171,8 @@ def lm_step(args, model, batch):
 
 def grpo_step(args, model, vocab: int):
     """One ``GRPOTrainer.update`` on a fresh synthetic batch (its own AdamW)."""
-    from trainers.grpo.config import GRPOConfig
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.config import GRPOConfig
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
     config = GRPOConfig.from_dict({
         "model": {"random_init": {}, "device": args.device, "dtype": args.dtype},

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.perf.quick import pick  # noqa: E402
+from tir_envs.bench.perf.quick import pick  # noqa: E402
 
 SIZES = tuple(int(x) for x in os.environ["VIEWER_SIZES"].split(",")) \
     if os.environ.get("VIEWER_SIZES") else pick((1000, 5000, 20000), (100, 300))

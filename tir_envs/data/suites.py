@@ -3,8 +3,8 @@ scored, each suite one record in ``SUITES``.
 
 It sits with the data it pins (not in ``benchmarks``) so that every floor above can read it:
 the benchmark harness runs the suites, and the trainers refuse or warn about training on their
-questions (``trainers.common.eval_guard``).  Custom suites over one's own task file, and the
-lookup by name that knows them, are the harness's (``benchmarks.suites``).
+questions (``tir_envs.trainers.common.eval_guard``).  Custom suites over one's own task file, and the
+lookup by name that knows them, are the harness's (``tir_envs.bench.suites``).
 
 A suite is made of one or more *parts*.  A part is one shipped data file, pinned by its item
 count and the sha256 of the file's bytes: loading a part whose file changed fails with an error
@@ -103,7 +103,7 @@ class Suite:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: tuple[str, ...] = ()
     description: str = ""
-    #: the rubric an LLM judge grades this suite's answers by (``benchmarks.judging``)
+    #: the rubric an LLM judge grades this suite's answers by (``tir_envs.bench.judging``)
     judge: str | None = None
 
     @property
@@ -301,7 +301,7 @@ def suite_name(name: str) -> str:
 SUITES["autotir"] = Suite("autotir", "tir/AutoTIR-v0", tuple(AUTOTIR_PARTS.values()), {}, (),
                           "AutoTIR's ten-benchmark table through tir/AutoTIR-v0")
 
-# judged variants (``benchmarks.judging``): an LLM judge (--judge) grades answer equivalence
+# judged variants (``tir_envs.bench.judging``): an LLM judge (--judge) grades answer equivalence
 SUITES["hotpotqa-judged"] = Suite(
     "hotpotqa-judged", "tir/Search-v0", (PARTS["hotpotqa"],), {}, (),
     "hotpotqa graded by an LLM judge: answer equivalence with the gold aliases",

@@ -6,7 +6,7 @@ a fixed wrong answer the same way.  They check an env and its tasks end to end: 
 be graded correct on every task with a gold (a miss is a data, extraction or grader bug), the
 wrong answer never.  The engine asks ``for_task`` for the policy of each episode (``acollect``),
 since a policy on its own never sees the task.  (The benchmark suites have their own, suite-aware
-versions: ``benchmarks.oracle``.)
+versions: ``tir_envs.bench.oracle``.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Policy spec strings: ``hf:PATH``, ``vllm:PATH``, ``openai:URL``, ``scripted:FILE``.
 
 One parser for ``tir-envs rollout --policy``, ``tir-envs bench --policy`` and
-``benchmarks.run(policy="...")``.  A spec that names no usable policy raises
+``tir_envs.bench.run(policy="...")``.  A spec that names no usable policy raises
 ``PolicySpecError`` (a ``ValueError``) saying what is wrong; the CLIs turn it into their
 one-line usage error.
 """

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from trainers.common.env_config import ConfigError, EnvConfig
-from trainers.common.labels import LabelError
+from tir_envs.trainers.common.env_config import ConfigError, EnvConfig
+from tir_envs.trainers.common.labels import LabelError
 
 Writer = Callable[[EnvConfig, "str | Path", Any, bool, "int | None"], int]
 

@@ -8,8 +8,8 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from tir_envs.task import Task
-from trainers.common.env_config import EnvConfig
-from trainers.common.eval_guard import check_training_tasks
+from tir_envs.trainers.common.env_config import EnvConfig
+from tir_envs.trainers.common.eval_guard import check_training_tasks
 
 
 class LabelError(ValueError):

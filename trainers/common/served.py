@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 from tir_envs.rollout import EpisodeRunner
 from tir_envs.task import Task
 from tir_envs.trajectory import Trajectory
-from trainers.common.env_config import EnvConfig, check_same_tokenizer
-from trainers.common.labels import index_tasks, task_from_label
+from tir_envs.trainers.common.env_config import EnvConfig, check_same_tokenizer
+from tir_envs.trainers.common.labels import index_tasks, task_from_label
 
 _SERVED: dict[tuple[str, str, int], "ServedEnv"] = {}
 

@@ -1,4 +1,4 @@
-"""``python -m trainers.common.training_data``: write a training task file, never an eval set.
+"""``python -m tir_envs.trainers.common.training_data``: write a training task file, never an eval set.
 
 Every task set shipped for ``tir-envs bench`` is an evaluation set, so the adapters' examples
 train on a file this command writes:
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common.eval_guard import EvalOverlapError, check_training_tasks
+from tir_envs.trainers.common.eval_guard import EvalOverlapError, check_training_tasks
 
 
 def synthetic_math(n: int, seed: int) -> list[dict[str, Any]]:
@@ -43,7 +43,7 @@ def converted(source: str, split: str, question: str, answer: str) -> list[dict[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainers.common.training_data",
+    parser = argparse.ArgumentParser(prog="python -m tir_envs.trainers.common.training_data",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="kind", required=True)
     m = sub.add_parser("math", help="generated math problems (an offline stand-in)")

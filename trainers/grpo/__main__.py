@@ -1,11 +1,11 @@
-"""``python -m trainers.grpo --config FILE [section.key=value ...]``: train with GRPO.
+"""``python -m tir_envs.trainers.grpo --config FILE [section.key=value ...]``: train with GRPO.
 
 Examples::
 
-    python -m trainers.grpo --config trainers/grpo/configs/toy.yaml
-    python -m trainers.grpo --config trainers/grpo/configs/zerotir_math.yaml \\
+    python -m tir_envs.trainers.grpo --config trainers/grpo/configs/toy.yaml
+    python -m tir_envs.trainers.grpo --config trainers/grpo/configs/zerotir_math.yaml \\
         model.path=/models/Qwen2.5-Math-1.5B rollout.backend=vllm train.steps=200
-    python -m trainers.grpo --config zerotir_math --print-config   # "???": values to set
+    python -m tir_envs.trainers.grpo --config zerotir_math --print-config   # "???": values to set
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import argparse
 import json
 import sys
 
-from trainers.grpo.config import bundled_configs
+from tir_envs.trainers.grpo.config import bundled_configs
 
 
 def build_parser() -> argparse.ArgumentParser:
     bundled = ", ".join(bundled_configs())
     parser = argparse.ArgumentParser(
-        prog="python -m trainers.grpo", description="Train a policy on a tir/* env with GRPO.",
+        prog="python -m tir_envs.trainers.grpo", description="Train a policy on a tir/* env with GRPO.",
         epilog=f"Bundled configs (trainers/grpo/configs, or pass just the name): {bundled}")
     parser.add_argument("--config", help="YAML/JSON config file, or a bundled config's name")
     parser.add_argument("--print-config", action="store_true",
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def interrupted_message(trainer) -> str:
     """One line for Ctrl-C: where the run stopped and what a rerun resumes from."""
-    from trainers.grpo.checkpoint import latest_checkpoint
+    from tir_envs.trainers.grpo.checkpoint import latest_checkpoint
 
     last = latest_checkpoint(trainer.out_dir / "checkpoints")
     saved = (f"last checkpoint: step {int(last.name.removeprefix('step_'))} ({last})"
@@ -45,7 +45,7 @@ def interrupted_message(trainer) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainers.grpo.config import GRPOConfig, validate
+    from tir_envs.trainers.grpo.config import GRPOConfig, validate
 
     args = build_parser().parse_args(argv)
     try:
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"note: not ready to train yet: {exc}", file=sys.stderr)
         return 0
-    from trainers.grpo.trainer import GRPOTrainer
+    from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
-    from trainers.grpo.progress import StepReporter
+    from tir_envs.trainers.grpo.progress import StepReporter
 
     try:
         trainer = GRPOTrainer(config)
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         report.close()
         trainer.close()
-    from trainers.grpo.curve import save_curve
-    from trainers.grpo.metrics import read_metrics
+    from tir_envs.trainers.grpo.curve import save_curve
+    from tir_envs.trainers.grpo.metrics import read_metrics
 
     paths = save_curve(read_metrics(trainer.logger.path), trainer.out_dir)
     print(f"metrics: {trainer.logger.path}\ncurve: {paths['svg']}", file=sys.stderr)

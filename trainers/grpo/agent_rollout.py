@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Sequence
 
 from tir_envs.rollout import SamplingParams
-from trainers.common.background import BackgroundLoop
-from trainers.grpo.config import GRPOConfig
-from trainers.grpo.filtering import Group, mark_exclusions
-from trainers.grpo.trainer import GRPOTrainer
+from tir_envs.trainers.common.background import BackgroundLoop
+from tir_envs.trainers.grpo.config import GRPOConfig
+from tir_envs.trainers.grpo.filtering import Group, mark_exclusions
+from tir_envs.trainers.grpo.trainer import GRPOTrainer
 
 
 class AgentGRPOTrainer(GRPOTrainer):

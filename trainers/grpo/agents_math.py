@@ -18,7 +18,7 @@ one time in 64; GRPO makes the call and the copy the rule.  The chat template is
 Hermes calls (``<tool_call>`` JSON in the assistant turn, results in ``<tool_response>``), and
 the gateway parses calls with the project's Hermes parser (``tir_envs.formats.json_calls``).
 
-    python -m trainers.grpo.agents_math --steps 40 --out docs   # writes the curve JSON + SVG
+    python -m tir_envs.trainers.grpo.agents_math --steps 40 --out docs   # writes the curve JSON + SVG
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _http_client() -> Any:
 
 
 def config(overrides: list[str] = ()):
-    from trainers.grpo.config import GRPOConfig
+    from tir_envs.trainers.grpo.config import GRPOConfig
 
     return GRPOConfig.load(Path(__file__).parent / "configs" / "agents_math.yaml",
                            list(overrides))
@@ -192,7 +192,7 @@ def config(overrides: list[str] = ()):
 
 def trainer(overrides: list[str] = (), tasks: int = 64):
     """The example's trainer (the config ``configs/agents_math.yaml`` plus ``overrides``)."""
-    from trainers.grpo.agent_rollout import AgentGRPOTrainer
+    from tir_envs.trainers.grpo.agent_rollout import AgentGRPOTrainer
 
     c = config(overrides)
     tok = math_tokenizer()
@@ -229,7 +229,7 @@ def train(steps: int, overrides: list[str] = (), stop_at: float | None = None, l
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainers.grpo.curve import save_curve
+    from tir_envs.trainers.grpo.curve import save_curve
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=40)

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from tir_envs.trajectory import Trajectory, to_padded
-from trainers.grpo.advantages import group_advantages
-from trainers.grpo.filtering import Group
+from tir_envs.trainers.grpo.advantages import group_advantages
+from tir_envs.trainers.grpo.filtering import Group
 
 
 @dataclass

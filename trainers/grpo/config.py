@@ -251,9 +251,9 @@ MISSING = "???"  # a value a config leaves to the user (the recipes' model and d
 
 def validate(c: GRPOConfig) -> None:
     """Reject values that would fail later (or silently do the wrong thing), naming the key."""
-    from trainers.grpo.filtering import AccuracyBand
-    from trainers.grpo.loss import AGGREGATIONS
-    from trainers.grpo.token_weights import TokenWeights
+    from tir_envs.trainers.grpo.filtering import AccuracyBand
+    from tir_envs.trainers.grpo.loss import AGGREGATIONS
+    from tir_envs.trainers.grpo.token_weights import TokenWeights
 
     missing = _missing(c.to_dict(), "")
     if missing:

@@ -12,7 +12,7 @@ import numpy as np
 
 from tir_envs.status import Status
 from tir_envs.trajectory import Trajectory
-from trainers.grpo.filtering import Group, is_correct
+from tir_envs.trainers.grpo.filtering import Group, is_correct
 
 
 def rollout_metrics(groups: Sequence[Group], threshold: float = 1.0) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainers.grpo.config import ModelConfig
+from tir_envs.trainers.grpo.config import ModelConfig
 
 
 def resolve_device(spec: str) -> torch.device:

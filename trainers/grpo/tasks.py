@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tir_envs.data.loaders import read_records
-from trainers.common.eval_guard import check_training_tasks
+from tir_envs.trainers.common.eval_guard import check_training_tasks
 
 
 def load_tasks(path: str | None, split: str, limit: int | None,
@@ -25,7 +25,7 @@ def load_tasks(path: str | None, split: str, limit: int | None,
     if loader and not path:
         raise ValueError(f"data.loader={loader!r} needs data.path, the file it reads")
     if path and loader:
-        from trainers.grpo.modeling import import_object
+        from tir_envs.trainers.grpo.modeling import import_object
         tasks: list[Any] = list(import_object(loader)(path, **(loader_kwargs or {})))
     elif path:
         tasks = read_records(path, split=split)

@@ -140,4 +140,4 @@ class ToyToolEnv(TIREnv):
         unknown = [w for w in WORDS if len(self.codec.encode(w)) != 1]
         if unknown:
             raise ValueError(f"the tokenizer must encode each of {unknown} as one token; use "
-                             "trainers.grpo.toy_env.toy_tokenizer()")
+                             "tir_envs.trainers.grpo.toy_env.toy_tokenizer()")

@@ -28,21 +28,21 @@ import torch
 import tir_envs.env_factory as envs
 from tir_envs.rollout import EpisodeRunner, SamplingParams, collect
 from tir_envs.trajectory import write_jsonl
-from trainers.grpo.batch import TrainBatch, build_batch
-from trainers.grpo.checkpoint import (latest_checkpoint, load_checkpoint, saved_config,
+from tir_envs.trainers.grpo.batch import TrainBatch, build_batch
+from tir_envs.trainers.grpo.checkpoint import (latest_checkpoint, load_checkpoint, saved_config,
                                       save_checkpoint)
-from trainers.grpo.config import GRPOConfig, context_budget, validate
-from trainers.grpo.judging import JudgeMeter, judge_of, judge_pending
-from trainers.grpo.filtering import (AccuracyBand, Group, RunningPassRate, fill_batch,
+from tir_envs.trainers.grpo.config import GRPOConfig, context_budget, validate
+from tir_envs.trainers.grpo.judging import JudgeMeter, judge_of, judge_pending
+from tir_envs.trainers.grpo.filtering import (AccuracyBand, Group, RunningPassRate, fill_batch,
                                      mark_exclusions)
-from trainers.grpo.resume import check_resume
-from trainers.grpo.token_weights import TokenWeights
-from trainers.grpo.logprobs import token_logprobs
-from trainers.grpo.loss import default_denominator, policy_loss
-from trainers.grpo.metrics import MetricsLogger, rollout_metrics
-from trainers.grpo.modeling import (autocast, frozen_copy, import_object, load_model,
+from tir_envs.trainers.grpo.resume import check_resume
+from tir_envs.trainers.grpo.token_weights import TokenWeights
+from tir_envs.trainers.grpo.logprobs import token_logprobs
+from tir_envs.trainers.grpo.loss import default_denominator, policy_loss
+from tir_envs.trainers.grpo.metrics import MetricsLogger, rollout_metrics
+from tir_envs.trainers.grpo.modeling import (autocast, frozen_copy, import_object, load_model,
                                     load_tokenizer, resolve_device)
-from trainers.grpo.tasks import TaskStream, load_tasks
+from tir_envs.trainers.grpo.tasks import TaskStream, load_tasks
 
 
 def env_factory(env_id: str, kwargs: dict[str, Any], tokenizer) -> Callable[[], Any]:

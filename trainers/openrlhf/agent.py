@@ -4,7 +4,7 @@ OpenRLHF loads this file by path and calls ``AgentExecutor()``; the env it serve
 ``TIR_ENV_ID`` + ``TIR_ENV_KWARGS`` (JSON) or ``TIR_ENV_CONFIG`` (YAML), see docs/openrlhf.md.
 """
 
-from trainers.openrlhf.executor import TIRAgentExecutor as AgentExecutor
-from trainers.openrlhf.executor import TIRAgentInstance as AgentInstance
+from tir_envs.trainers.openrlhf.executor import TIRAgentExecutor as AgentExecutor
+from tir_envs.trainers.openrlhf.executor import TIRAgentInstance as AgentInstance
 
 __all__ = ["AgentExecutor", "AgentInstance"]

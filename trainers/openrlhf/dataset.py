@@ -1,4 +1,4 @@
-"""OpenRLHF prompt datasets for a ``tir/*`` env (labels: ``trainers.common.labels``).
+"""OpenRLHF prompt datasets for a ``tir/*`` env (labels: ``tir_envs.trainers.common.labels``).
 
 One JSONL record per task, read by OpenRLHF with ``--data.input_key prompt
 --data.label_key label``:
@@ -12,7 +12,7 @@ One JSONL record per task, read by OpenRLHF with ``--data.input_key prompt
 
 Write one from any task set the env can load::
 
-    python -m trainers.openrlhf.dataset --env tir/MathCode-v0 --tasks math500 --out math500.jsonl
+    python -m tir_envs.trainers.openrlhf.dataset --env tir/MathCode-v0 --tasks math500 --out math500.jsonl
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common.dataset_cli import dataset_main
-from trainers.common.env_config import EnvConfig
-from trainers.common.labels import records
+from tir_envs.trainers.common.dataset_cli import dataset_main
+from tir_envs.trainers.common.env_config import EnvConfig
+from tir_envs.trainers.common.labels import records
 
 
 def write_dataset(config: EnvConfig, out: str | Path, tokenizer: Any = None,
@@ -37,7 +37,7 @@ def write_dataset(config: EnvConfig, out: str | Path, tokenizer: Any = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dataset_main(argv, "python -m trainers.openrlhf.dataset",
+    return dataset_main(argv, "python -m tir_envs.trainers.openrlhf.dataset",
                         "Write an OpenRLHF prompt dataset (JSONL: prompt, label) from a tir/* "
                         "env's task set.", "output JSONL path", write_dataset)
 

@@ -45,10 +45,10 @@ from tir_envs.rollout.policy import Generation
 from tir_envs.rollout.runner import Episode
 from tir_envs.rollout.runner import EpisodeRunner
 
-from trainers.common.env_config import EnvConfig, check_same_tokenizer
-from trainers.common.labels import index_tasks, task_from_label
-from trainers.common.logs import episode_logs
-from trainers.openrlhf.weights import WeightSyncs, observe
+from tir_envs.trainers.common.env_config import EnvConfig, check_same_tokenizer
+from tir_envs.trainers.common.labels import index_tasks, task_from_label
+from tir_envs.trainers.common.logs import episode_logs
+from tir_envs.trainers.openrlhf.weights import WeightSyncs, observe
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class TIRAgentExecutor(MultiTurnAgentExecutor):
     """OpenRLHF's ``MultiTurnAgentExecutor`` over a ``tir/*`` env (see the module docstring).
 
     ``make_env(tokenizer) -> env``: how to make an env; default: from ``TIR_ENV_ID`` /
-    ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG`` (``trainers.common.env_config``).
+    ``TIR_ENV_KWARGS`` or ``TIR_ENV_CONFIG`` (``tir_envs.trainers.common.env_config``).
     """
 
     def __init__(self, make_env: Callable[[Any], Any] | None = None):

@@ -19,7 +19,7 @@ on what the gateway inserted; only when OpenRLHF asks for logprobs), ``reward`` 
 
 OpenRLHF groups samples by position (``rewards.reshape(-1, n_samples_per_prompt)``), one per
 ``execute``, so a forked episode (several segments) cannot give several samples: see
-``trainers.common.gateway_segments`` (``on_fork``).  The label is the task key: ``tasks`` maps it
+``tir_envs.trainers.common.gateway_segments`` (``on_fork``).  The label is the task key: ``tasks`` maps it
 (a mapping or ``label -> task``), default the label itself.
 
 Give OpenRLHF a file defining ``AgentExecutor`` with no arguments (``--train.agent_func_path``)::
@@ -42,8 +42,8 @@ from tir_envs.codec import Codec
 from tir_envs.rollout.policy import Generation, SamplingParams
 from tir_envs.rollout.stops import cut_at_stop
 from tir_envs.trajectory import Trajectory
-from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
-from trainers.openrlhf.executor import output_logprobs
+from tir_envs.trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
+from tir_envs.trainers.openrlhf.executor import output_logprobs
 
 
 class EnginePolicy:

@@ -2,10 +2,10 @@
 
 TRL hands ``rollout_func`` only the ``prompt`` column, so the prompt column carries the task
 label (its id in the env's task set, or with ``--inline`` the whole task as JSON; the format of
-``trainers.common.labels``); the env renders the real prompt at reset.  Load it with
+``tir_envs.trainers.common.labels``); the env renders the real prompt at reset.  Load it with
 ``datasets.load_dataset("json", data_files=...)``.
 
-    python -m trainers.trl.dataset --env tir/MathCode-v0 --tasks math500 --out train.jsonl
+    python -m tir_envs.trainers.trl.dataset --env tir/MathCode-v0 --tasks math500 --out train.jsonl
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common.dataset_cli import dataset_main
-from trainers.common.env_config import EnvConfig
-from trainers.common.labels import records
+from tir_envs.trainers.common.dataset_cli import dataset_main
+from tir_envs.trainers.common.env_config import EnvConfig
+from tir_envs.trainers.common.labels import records
 
 
 def rows(config: EnvConfig, tokenizer: Any = None, inline: bool = False,
@@ -34,7 +34,7 @@ def write_dataset(config: EnvConfig, out: str | Path, tokenizer: Any = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dataset_main(argv, "python -m trainers.trl.dataset",
+    return dataset_main(argv, "python -m tir_envs.trainers.trl.dataset",
                         "Write TRL training data (JSONL, the task label as the prompt) from a "
                         "tir/* env's task set.", "output JSONL path", write_dataset)
 

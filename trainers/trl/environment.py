@@ -30,8 +30,8 @@ from typing import Any, Callable
 from tir_envs.codec import drift
 from tir_envs.task import Task
 from tir_envs.tools.loop_thread import LoopThread
-from trainers.common.env_config import EnvConfig
-from trainers.common.labels import index_tasks, task_from_label
+from tir_envs.trainers.common.env_config import EnvConfig
+from tir_envs.trainers.common.labels import index_tasks, task_from_label
 
 _JSON_TO_PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
                "object": dict}

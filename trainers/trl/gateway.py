@@ -1,7 +1,7 @@
 """TRL's ``GRPOTrainer(rollout_func=...)`` over an agent program: each completion is one
 gateway episode of ``async def agent(task, base_url, api_key)``.
 
-The seam is the env path's (``trainers.trl.rollout``): TRL calls ``rollout_func(prompts,
+The seam is the env path's (``tir_envs.trainers.trl.rollout``): TRL calls ``rollout_func(prompts,
 trainer)`` with each prompt repeated ``num_generations`` times, copies side by side, and wants
 one completion per entry in the same order.  Here each entry is a task label; the agent runs
 against a ``tir_envs.gateway.Gateway`` whose policy is the trainer's own generation path (the
@@ -22,7 +22,7 @@ they got it never fork (docs/gateway.md); the bundled GRPO trainer and verl take
 every segment.
 
 Several training processes with ``vllm_mode="server"`` (generation in rounds through the main
-process, ``trainers.trl.server_rounds``) are refused: the rounds are not wired to gateway
+process, ``tir_envs.trainers.trl.server_rounds``) are refused: the rounds are not wired to gateway
 episodes.
 """
 
@@ -31,9 +31,9 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Mapping
 
 from tir_envs.rollout.policy import SamplingParams
-from trainers.common.background import BackgroundLoop
-from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
-from trainers.trl.rollout import prompt_label, trainer_policy, config_sampling, text_tokenizer, to_trl
+from tir_envs.trainers.common.background import BackgroundLoop
+from tir_envs.trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
+from tir_envs.trainers.trl.rollout import prompt_label, trainer_policy, config_sampling, text_tokenizer, to_trl
 
 
 class GatewayRollout:
@@ -115,7 +115,7 @@ class GatewayRollout:
 
 
     def _rows(self, results: list) -> tuple[list, list[int]]:
-        """One trajectory per episode (``trainers.common.gateway_segments``)."""
+        """One trajectory per episode (``tir_envs.trainers.common.gateway_segments``)."""
         picked = [one_segment(r, self.on_fork, "TRL") for r in results]
         return [t for t, _ in picked], [d for _, d in picked]
 

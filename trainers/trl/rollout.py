@@ -5,7 +5,7 @@ prompt column of the batch's rows, each prompt repeated ``num_generations`` time
 prompt next to each other (TRL's ``RepeatSampler``); it wants one completion per entry, in the
 same order, so groups stay contiguous.  Here each entry is a task label (the dataset's
 ``prompt`` column holds the label, since TRL passes the rollout function nothing else; the env
-renders the real prompt, see ``trainers.trl.dataset``), and each completion is one episode run
+renders the real prompt, see ``tir_envs.trainers.trl.dataset``), and each completion is one episode run
 by ``EpisodeRunner``.  The returned dict is the env's ledger as TRL consumes it:
 
 * ``prompt_ids``: the env's prompt; ``completion_ids``: every token after it, actions and
@@ -35,16 +35,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from trainers.common.versions import require
+from tir_envs.trainers.common.versions import require
 
 VERSIONS = ("1.16.0",)
 require("trl", VERSIONS, "trl")
 
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
 from tir_envs.trajectory import Trajectory  # noqa: E402
-from trainers.common.env_config import EnvConfig  # noqa: E402
-from trainers.common.logs import ledger_flags, turn_rewards  # noqa: E402
-from trainers.common.served import served  # noqa: E402
+from tir_envs.trainers.common.env_config import EnvConfig  # noqa: E402
+from tir_envs.trainers.common.logs import ledger_flags, turn_rewards  # noqa: E402
+from tir_envs.trainers.common.served import served  # noqa: E402
 
 BACKENDS = ("transformers", "vllm")
 RolloutFunc = Callable[[list, Any], dict]
@@ -72,7 +72,7 @@ def make_rollout_func(env_id: str, generate: Any = "transformers",
         rounds = getattr(policy, "rounds", None)
         if rounds is None:
             trajs = env.run_batch(policy, tasks, sampling=params)
-        else:  # server mode, several ranks: this thread drives the rounds (trainers.trl.vllm)
+        else:  # server mode, several ranks: this thread drives the rounds (tir_envs.trainers.trl.vllm)
             trajs = rounds.drive(len(tasks), lambda: env.submit_batch(
                 policy, tasks, on_done=rounds.episode_done, sampling=params))
         return to_trl(trajs, tokenizer.pad_token_id)
@@ -142,7 +142,7 @@ def trainer_policy(generate: Any, trainer: Any, tokenizer: Any) -> Any:
         from tir_envs.rollout.hf import HFPolicy
         return HFPolicy(trainer.accelerator.unwrap_model(trainer.model), tokenizer)
     if generate == "vllm":
-        from trainers.trl.vllm import TRLVLLMPolicy
+        from tir_envs.trainers.trl.vllm import TRLVLLMPolicy
         return TRLVLLMPolicy(trainer, tokenizer)
     if callable(getattr(generate, "generate", None)):
         return generate

@@ -1,8 +1,8 @@
 """Example: GRPO on a ``tir/*`` env with TRL's ``GRPOTrainer`` and the adapter's rollout function.
 
-    python -m trainers.common.training_data math --out math_train.jsonl
-    python -m trainers.trl.dataset --env tir/MathCode-v0 --tasks math_train.jsonl --out train.jsonl
-    python -m trainers.trl.train --env tir/MathCode-v0 \\
+    python -m tir_envs.trainers.common.training_data math --out math_train.jsonl
+    python -m tir_envs.trainers.trl.dataset --env tir/MathCode-v0 --tasks math_train.jsonl --out train.jsonl
+    python -m tir_envs.trainers.trl.train --env tir/MathCode-v0 \\
         --env-kwargs '{"protocol": "torl", "tasks": "math_train.jsonl"}' \\
         --model Qwen/Qwen2.5-Math-1.5B --data train.jsonl --generate vllm --steps 300
 
@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any, Mapping, Sequence
 
-from trainers.trl.rollout import env_reward, make_rollout_func
+from tir_envs.trainers.trl.rollout import env_reward, make_rollout_func
 
 
 def build_trainer(env_id: str, env_kwargs: Mapping[str, Any], model: Any, tokenizer: Any,
@@ -52,12 +52,12 @@ def model_dtype(grpo: Mapping[str, Any]) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainers.trl.train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tir_envs.trainers.trl.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", required=True)
     parser.add_argument("--env-kwargs", default="{}", help="JSON object of env arguments")
     parser.add_argument("--model", required=True, help="model folder or hub name")
-    parser.add_argument("--data", required=True, help="JSONL from python -m trainers.trl.dataset")
+    parser.add_argument("--data", required=True, help="JSONL from python -m tir_envs.trainers.trl.dataset")
     parser.add_argument("--generate", default="transformers", choices=["transformers", "vllm"])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--num-generations", type=int, default=8)

@@ -10,7 +10,7 @@ safe to call from two threads), while the other episodes' tools keep running.
 
 Several training processes in ``server`` mode: TRL makes ``vllm_client`` on the main process
 only, so the other ranks never call it; their requests go to the main process in rounds and the
-answers come back (``trainers.trl.server_rounds``, as TRL's own rollout gathers prompts and
+answers come back (``tir_envs.trainers.trl.server_rounds``, as TRL's own rollout gathers prompts and
 broadcasts completions).
 
 Not run here: no GPU was available to this project's tests; the server path is exercised
@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from tir_envs.codec import Codec
 from tir_envs.rollout.policy import Generation, PolicyError, SamplingParams
 from tir_envs.rollout.stops import cut_at_stop
-from trainers.trl.server_rounds import ServerRounds
+from tir_envs.trainers.trl.server_rounds import ServerRounds
 
 
 class TRLVLLMPolicy:

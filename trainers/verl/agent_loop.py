@@ -5,7 +5,7 @@ verl (0.9.1) runs every sample of a batch through ``AgentLoopBase.run(sampling_p
 ``rollout.prompt_length`` / ``rollout.response_length`` and stacks the batch.  This loop:
 
 * finds the task from the row's label (``extra_info.tir_task``, written by
-  ``python -m trainers.verl.dataset``; a task id or a whole task as JSON);
+  ``python -m tir_envs.trainers.verl.dataset``; a task id or a whole task as JSON);
 * runs the episode with ``EpisodeRunner`` (reset, the env's stops and token budget, step,
   failures kept and flagged) and verl's server manager as the policy (``VerlServerPolicy``);
 * returns the env's ledger: ``prompt_ids`` = the prompt, ``response_ids`` = every token after
@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from trainers.common.versions import require
+from tir_envs.trainers.common.versions import require
 
 VERSIONS = ("0.9.1",)
 require("verl", VERSIONS, "verl")
@@ -57,10 +57,10 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
 
 from tir_envs.rollout.policy import SamplingParams  # noqa: E402
 from tir_envs.trajectory import Trajectory  # noqa: E402
-from trainers.common.env_config import ConfigError, EnvConfig  # noqa: E402
-from trainers.common.logs import episode_logs, ledger_flags, policy_end, turn_rewards  # noqa: E402
-from trainers.common.served import ServedEnv, served  # noqa: E402
-from trainers.verl.policy import VerlServerPolicy  # noqa: E402
+from tir_envs.trainers.common.env_config import ConfigError, EnvConfig  # noqa: E402
+from tir_envs.trainers.common.logs import episode_logs, ledger_flags, policy_end, turn_rewards  # noqa: E402
+from tir_envs.trainers.common.served import ServedEnv, served  # noqa: E402
+from tir_envs.trainers.verl.policy import VerlServerPolicy  # noqa: E402
 
 log = logging.getLogger(__name__)
 LABEL = "tir_task"
@@ -159,6 +159,6 @@ def row_label(fields: Mapping[str, Any]) -> Any:
     label = fields.get(LABEL, extra.get(LABEL) if isinstance(extra, Mapping) else None)
     if label is None:
         raise ConfigError(f"the dataset row has no '{LABEL}' (in extra_info): write the verl "
-                          "dataset with `python -m trainers.verl.dataset --env ... --out "
+                          "dataset with `python -m tir_envs.trainers.verl.dataset --env ... --out "
                           "train.parquet` so each row names its task")
     return label

@@ -3,11 +3,11 @@
 verl's ``RLHFDataset`` needs a ``prompt`` column of chat messages; the agent loop ignores it
 (the env renders its own prompt from the task) and reads the task from
 ``extra_info.tir_task``: the task's id in the env's task set, or with ``--inline`` the whole
-task as JSON (the label format of ``trainers.common.labels``).  ``prompt`` holds the env's
+task as JSON (the label format of ``tir_envs.trainers.common.labels``).  ``prompt`` holds the env's
 rendered prompt as one user message, so verl's ``filter_overlong_prompts`` sees about the
 right length; ``agent_name`` routes every row to the ``tir_agent`` loop.
 
-    python -m trainers.verl.dataset --env-config trainers/verl/configs/torl_math_agent.yaml \
+    python -m tir_envs.trainers.verl.dataset --env-config trainers/verl/configs/torl_math_agent.yaml \
         --tokenizer /models/Qwen2.5-Math-1.5B --out data/torl.parquet
 """
 
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common.dataset_cli import dataset_main
-from trainers.common.env_config import EnvConfig
-from trainers.common.labels import records
+from tir_envs.trainers.common.dataset_cli import dataset_main
+from tir_envs.trainers.common.env_config import EnvConfig
+from tir_envs.trainers.common.labels import records
 
 AGENT_NAME = "tir_agent"
 
@@ -45,7 +45,7 @@ def write_dataset(config: EnvConfig, out: str | Path, tokenizer: Any = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dataset_main(argv, "python -m trainers.verl.dataset",
+    return dataset_main(argv, "python -m tir_envs.trainers.verl.dataset",
                         "Write verl training data (Parquet) from a tir/* env's task set.",
                         "output Parquet path", write_dataset)
 

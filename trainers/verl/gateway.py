@@ -17,13 +17,13 @@ host's reward (written on the last response token as ``rm_scores``), the same sh
 
 verl's worker stacks one output per input row and copies the row's non-tensor fields (its
 GRPO ``uid``) positionally, so a forked episode (several segments) cannot give several samples
-here either: ``on_fork`` (``trainers.common.gateway_segments``).  GRPO groups are then verl's
+here either: ``on_fork`` (``tir_envs.trainers.common.gateway_segments``).  GRPO groups are then verl's
 own: the ``rollout.n`` rows of a prompt share its ``uid``.
 
 The agent-loop YAML entry names the pieces as import paths::
 
     - name: gateway_agent
-      _target_: trainers.verl.gateway.GatewayAgentLoop
+      _target_: tir_envs.trainers.verl.gateway.GatewayAgentLoop
       agent: my_package.agents:solve          # async def solve(task, base_url, api_key)
       reward: my_package.rewards:grade        # f(task, conversation) or a Reward
       tasks: my_package.tasks:BY_ID           # optional: label -> task (mapping or function)
@@ -34,16 +34,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from trainers.verl.agent_loop import TIRAgentLoop, row_label, plain
+from tir_envs.trainers.verl.agent_loop import TIRAgentLoop, row_label, plain
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
 from tir_envs.codec import Codec
 from tir_envs.rollout.policy import SamplingParams
 from tir_envs.user_modules import resolve
-from trainers.common.env_config import ConfigError
-from trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
-from trainers.verl.policy import VerlServerPolicy
+from tir_envs.trainers.common.env_config import ConfigError
+from tir_envs.trainers.common.gateway_segments import check_fork_rule, one_segment, task_for
+from tir_envs.trainers.verl.policy import VerlServerPolicy
 
 
 class _NoEnv:
