@@ -82,3 +82,34 @@ def with_overrides(argv: list[str], overrides: list[str]) -> list[str]:
     key given twice), added where absent."""
     keys = {o.split("=", 1)[0] for o in overrides}
     return [a for a in argv if a.split("=", 1)[0] not in keys] + list(overrides)
+
+
+#: the per-device batch of the CPU TRL launches: two ranks of four episodes make one group of
+#: eight (``--num-generations``), so the group spans both ranks as TRL's sampler lays it out
+TRL_CPU_BATCH = 4
+
+
+def trl_cpu_scale(argv: list[str], model: str, data: str, tasks: str) -> list[str]:
+    """The one place the CPU runs of docs/trl.md's ``accelerate launch`` commands scale them
+    down, sizes and devices only: two processes in fp32 (``accelerate launch``'s own
+    ``--num_processes``/``--mixed_precision`` flags, ahead of the config file's values), the
+    test's model, data and task file, one step, eight episodes per prompt, four per rank,
+    completions of 16 tokens, generation by ``transformers`` (vLLM's CUDA kernels do not run
+    here), and TRL's table of the step's completions printed.  Everything else (the accelerate
+    config file, env, protocol, learning rate, ``beta``, gradient checkpointing) is the doc's
+    own.  docs/trl.md names this function."""
+    import json
+
+    launch, script = argv[:argv.index("tir_envs.trainers.trl.train") + 1], argv[argv.index(
+        "tir_envs.trainers.trl.train") + 1:]
+    launch = [launch[0], launch[1], "--num_processes", "2", "--mixed_precision", "no",
+              *launch[2:]]
+    flags = dict(zip(script[::2], script[1::2]))
+    env_kwargs = {**json.loads(flags["--env-kwargs"]), "tasks": tasks}
+    grpo = {**json.loads(flags.get("--grpo", "{}")), "per_device_train_batch_size": TRL_CPU_BATCH,
+            "gradient_accumulation_steps": 1, "max_completion_length": 16, "report_to": [],
+            "save_strategy": "no", "logging_steps": 1, "log_completions": True}
+    flags.update({"--env-kwargs": json.dumps(env_kwargs), "--model": model, "--data": data,
+                  "--generate": "transformers", "--steps": "1", "--num-generations": "8",
+                  "--grpo": json.dumps(grpo)})
+    return launch + [x for kv in flags.items() for x in kv]

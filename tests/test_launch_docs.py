@@ -110,27 +110,76 @@ def _pins(path: Path) -> dict[str, str]:
     return pins
 
 
+#: resolutions younger than this are reused when nothing they were made from changed
+RESOLUTION_TTL_S = 24 * 3600
+
+
+def _resolution_cache() -> Path:
+    """Where pip's resolution reports are kept between runs (``TIR_PIN_CACHE`` or the user's
+    cache folder)."""
+    base = os.environ.get("TIR_PIN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tir-envs", "pins")
+    return Path(base)
+
+
+def _resolution_key(name: str, args: list[str]) -> str:
+    """A hash of everything a resolution is made from: pip's arguments, the constraints file's
+    bytes, pyproject.toml (the extras it requests), and the pip and Python that resolve."""
+    import hashlib
+    import platform
+    from importlib.metadata import version
+
+    h = hashlib.sha256()
+    for part in (name, json.dumps(args), (ROOT / STACKS[name][0]).read_text(),
+                 (ROOT / "pyproject.toml").read_text(), version("pip"), platform.python_version()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def _resolve_stacks(tmp_path: Path) -> dict[str, dict]:
+    """Each stack's pip report: pip's resolver runs for every stack (all at once) unless a report
+    made from the same inputs within ``RESOLUTION_TTL_S`` is kept (``TIR_PIN_RESOLVE=fresh``
+    always resolves).  Why a cache: a resolution is a few hundred metadata requests to PyPI,
+    2 to 14 minutes here, and the same inputs resolve the same way unless PyPI changes under
+    them, which the day's limit bounds."""
+    import time
+
+    cache, fresh = _resolution_cache(), os.environ.get("TIR_PIN_RESOLVE") == "fresh"
+    procs, reports = {}, {}
+    for name, (constraints, wanted) in STACKS.items():
+        report = tmp_path / name
+        args = ["-c", str(ROOT / constraints), *[str(ROOT) + w[1:] if w.startswith(".") else w
+                                                 for w in wanted]]
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+               "--quiet", "--disable-pip-version-check", "--report", str(report), *args]
+        kept = cache / f"{name}-{_resolution_key(name, args)}.json"
+        if not fresh and kept.exists() and time.time() - kept.stat().st_mtime < RESOLUTION_TTL_S:
+            reports[name] = json.loads(kept.read_text())
+            continue
+        procs[name] = (subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, cwd=tmp_path), report, kept)
+    for name, (proc, report, kept) in procs.items():
+        _, err = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+        reports[name] = json.loads(report.read_text())
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(reports[name]))
+    return reports
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a cold resolution took 14 minutes on the loaded 2-core machine
 def test_each_adapters_pinned_gpu_stack_resolves_together(tmp_path):
     """pip resolves each constraints file with what its header installs, in a fresh resolution
     (``--dry-run --ignore-installed --report``: pip reads each wheel's metadata, PyPI serving it
-    apart from the wheel (PEP 658), so no CUDA wheel is downloaded; minutes on a slow machine):
+    apart from the wheel (PEP 658), so no CUDA wheel is downloaded; minutes on a slow machine,
+    so a report from the same inputs within a day is reused, see ``_resolve_stacks``):
     the versions the docs pin can be installed together, pip picks exactly the pinned ones,
     and the transformers it picks is the one the adapter's tests run on.  flash-attn (an sdist that needs torch to
     build) and the frameworks installed ``--no-deps`` are constraints, not requested."""
-    procs = {}
-    for name, (constraints, wanted) in STACKS.items():
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-               "--quiet", "--disable-pip-version-check", "--report", str(tmp_path / name),
-               "-c", str(ROOT / constraints), *[str(ROOT) + w[1:] if w.startswith(".") else w
-                                                for w in wanted]]
-        procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, cwd=tmp_path)
-    for name, proc in procs.items():
-        _, err = proc.communicate(timeout=900)
-        assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+    for name, report in _resolve_stacks(tmp_path).items():
         got = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
-               for i in json.loads((tmp_path / name).read_text())["install"]}
+               for i in report["install"]}
         for pkg, version in _pins(ROOT / STACKS[name][0]).items():
             if pkg in got:
                 assert got[pkg].split("+")[0] == version, (name, pkg, got[pkg])

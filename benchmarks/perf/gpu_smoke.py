@@ -17,10 +17,18 @@ model generating through its own ``generate`` (HF backend) and the real sandbox:
 Each reports policy tokens per step, tokens/s of the whole step and of each phase (rollout:
 sampling and tools; update: log-probs, loss, backward, optimizer), tool calls run, and peak
 memory (GPU: the allocator's peak; CPU: peak RSS); ``ratios`` divides each trainer's tokens/s by
-the baseline's.  Random weights rarely write a code block, so ``tool_calls`` says whether the
-sandbox ran at all (issue 46 asks for a policy that really calls tools, a scripted prefix or a
-model trained to emit the stop: not built yet).  No GPU was lent when this was written: the
-script has run only in its CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny
+the baseline's.
+
+The policy calls the tool: random weights never write a code block, so the weights are set by
+hand (``program_bigram``) into a bigram table in the real shape (every matmul runs at full size;
+the layers' output projections are zero, so each position's logits depend on its token alone,
+and the ``lm_head`` is untied, which adds the embedding's size to the parameters).  Each episode
+writes ``filler`` tokens of "thinking" (a chain of distinct word tokens, so the first action is
+about ``--max-tokens`` long), then a ``python`` block and the ToRL stop ```` ```output ````; the
+sandbox runs it; after the output the policy answers ``\\boxed{42}`` and ends its turn.  The
+model is saved once per shape and every part loads that checkpoint.  ``tool_calls`` counts the
+calls the sandbox ran.  No GPU was lent when this was written: the script has run only in its
+CPU quick mode.  ``PERF_QUICK=1`` (``make perf-smoke``) runs a tiny
 shape on CPU so the script cannot rot; its figures say it runs, not how fast.
 """
 
@@ -85,16 +93,92 @@ def workload(gpu: bool) -> dict:
     return {**WORKLOAD, "prompts": WORKLOAD["prompts"] if gpu else 2}
 
 
-def build_model(shape: str, gpu: bool, tok):
-    """The random-weight model every part starts from: same shape, seed and precision."""
+#: the tool-calling action (token by token, every token distinct; the ToRL stop at its end)
+CODE_ACTION = ["``", "`", "python", "\n", "print", "(", "6", "*", "7", ")\n", "```", "\n\n",
+               " ```", "output"]
+#: the answer after the tool's output, then the end of turn
+ANSWER = ["\\", "boxed", "{", "4", "2", "}"]
+
+
+def program_bigram(model, chain: dict[int, list[int]], default: int, sharpness: float = 40.0):
+    """Set ``model``'s weights (a ``Qwen2ForCausalLM`` with an untied head) so that it samples
+    ``chain[t]`` after token ``t`` (even odds among several) and ``default`` after any token
+    ``chain`` does not name.  Why this works: with every layer's ``o_proj`` and ``down_proj``
+    zero the residual stream is the token's embedding; the embeddings are random unit vectors,
+    plus one coordinate that only the tokens outside ``chain`` have; the head's row for each
+    successor points along its predecessors' embeddings."""
+    import torch
+
+    hidden = model.config.hidden_size
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        emb = model.model.embed_tokens.weight
+        emb.copy_(torch.nn.functional.normalize(torch.randn_like(emb, dtype=torch.float32),
+                                                dim=-1).to(emb.dtype))
+        emb[:, 0] = 1.0
+        emb[list(chain), 0] = 0.0
+        head = model.lm_head.weight
+        head.zero_()
+        head[default, 0] = sharpness / (hidden / 2) ** 0.5  # after the RMSNorm's rescale
+        for cur, nexts in chain.items():
+            for nxt in nexts:
+                head[nxt] += sharpness / hidden ** 0.5 * emb[cur]
+    return model
+
+
+def tool_chain(tok, filler: int) -> tuple[dict[int, list[int]], int]:
+    """The transitions of the tool-calling policy (see the module docstring) and its default
+    (the first token it writes after the prompt)."""
+    def one(text: str) -> int:
+        (i,) = tok.encode(text, add_special_tokens=False)
+        return i
+
+    code = [one(t) for t in CODE_ACTION]
+    answer = [one(t) for t in ANSWER] + [tok.eos_token_id]
+    after_output = tok.encode("\n```\n", add_special_tokens=False)[-1]  # the env's last token
+    used = set(code) | set(answer) | {after_output}
+    words = [i for i in range(1000, len(tok)) if i not in used
+             and tok.decode([i]).startswith(" ") and tok.decode([i])[1:].isalpha()][:filler]
+    seq = words + code
+    chain = {a: [b] for a, b in zip(seq, seq[1:])}
+    chain.update({a: [b] for a, b in zip([after_output] + answer, answer)})
+    assert len(chain) == len(seq) - 1 + len(answer), "a token with two successors"
+    return chain, seq[0]
+
+
+def build_model(shape: str, gpu: bool, tok, filler: int):
+    """The tool-calling model every part loads: same shape, seed and precision."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     fields = {**model_fields(shape, gpu), "eos_token_id": tok.eos_token_id,
-              "pad_token_id": tok.pad_token_id}
+              "pad_token_id": tok.pad_token_id, "tie_word_embeddings": False}
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(Qwen2Config(**fields))
+    program_bigram(model, *tool_chain(tok, filler))
     return model.to(torch.bfloat16 if gpu else torch.float32)
+
+
+def save_model(shape: str, gpu: bool, max_tokens: int, folder: Path) -> Path:
+    """Build the model once and save it, with the tokenizer, for every part to load."""
+    from tir_envs.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(None)
+    path = folder / f"model-{shape}"
+    build_model(shape, gpu, tok, filler=max(0, max_tokens - len(CODE_ACTION) - 1)
+                ).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def load_model(folder: Path, shape: str, gpu: bool):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        folder / f"model-{shape}", dtype=torch.bfloat16 if gpu else torch.float32)
 
 
 def run_lm_step(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
@@ -108,7 +192,7 @@ def run_lm_step(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"
     tok = load_tokenizer(None)
-    model = build_model(shape, gpu, tok).to(device)
+    model = load_model(folder, shape, gpu).to(device)
     optim = torch.optim.AdamW(model.parameters(), lr=1e-6)
     w = workload(gpu)
     tasks = load_math_tasks(str(tasks_file(folder, 64)))[:w["prompts"]]
@@ -147,7 +231,7 @@ def run_grpo(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     gpu = torch.cuda.is_available()
     w = workload(gpu)
     config = GRPOConfig.load(None, [
-        f"model.random_init={json.dumps(model_fields(shape, gpu))}", "model.tokenizer=qwen2.5",
+        f"model.path={folder / ('model-' + shape)}", "model.tokenizer=qwen2.5",
         f"model.dtype={'bf16' if gpu else 'fp32'}",  # bf16 weights, as TRL's bf16 run
         "env.id=tir/MathCode-v0", f"env.kwargs={json.dumps({'protocol': 'torl'})}",
         f"data.path={tasks_file(folder, 64)}", "data.loader=tir_envs.data.math:load_math_tasks",
@@ -176,7 +260,7 @@ def run_trl(shape: str, steps: int, max_tokens: int, folder: Path) -> dict:
     gpu = torch.cuda.is_available()
     w = workload(gpu)
     tok = load_tokenizer(None)
-    model = build_model(shape, gpu, tok)
+    model = load_model(folder, shape, gpu)
     tasks = [{"id": t.id, "question": t.question, "answer": t.answer}
              for t in load_math_tasks(str(tasks_file(folder, 64)))]
     episodes = w["prompts"] * w["samples"]  # one generation batch = one step's episodes
@@ -270,7 +354,9 @@ def main(argv=None) -> int:
     results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
-            results[shape] = {p: run_part(p, shape if gpu else "qwen2.5-0.5b", args, Path(tmp))
+            real = shape if gpu else "qwen2.5-0.5b"
+            save_model(real, gpu, args.max_tokens, Path(tmp))
+            results[shape] = {p: run_part(p, real, args, Path(tmp))
                               for p in args.parts.split(",")}
     for parts in results.values():
         parts["ratios"] = ratios(parts)
