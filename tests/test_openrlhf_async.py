@@ -32,7 +32,7 @@ pytest.importorskip("ray")
 
 from tests.fixtures import cpu_vllm  # noqa: E402
 from tests.fixtures.scripted_server import HALLUCINATED, ScriptedServer  # noqa: E402
-from tir_envs.rollout.runner import Episode  # noqa: E402
+from tir_envs.rollout.runner import RunnerEpisode  # noqa: E402
 
 AGENT_FILE = Path(__file__).resolve().parents[1] / "trainers" / "openrlhf" / "agent.py"
 MAX_LEN, MAX_NEW = 8192, 1024  # --data.max_len, --rollout.max_new_tokens
@@ -69,9 +69,9 @@ def openrlhf_classes():
 
 @pytest.fixture
 def closed(monkeypatch):
-    """Every ledger as its episode ends (``Episode.close``), copied."""
+    """Every ledger as its episode ends (``RunnerEpisode.close``), copied."""
     ledgers: list[dict] = []
-    close = Episode.close
+    close = RunnerEpisode.close
 
     async def spy(self):
         traj = await close(self)
@@ -79,7 +79,7 @@ def closed(monkeypatch):
             ledgers.append(traj.to_dict())
         return traj
 
-    monkeypatch.setattr(Episode, "close", spy)
+    monkeypatch.setattr(RunnerEpisode, "close", spy)
     return ledgers
 
 

@@ -18,7 +18,7 @@ from tests.fixtures.rollout_envs import LookupEnv
 from tests.search_helpers import small_index
 from tir_envs.envs.autotir import AutoTIREnv
 from tir_envs.rollout import EpisodeRunner, ScriptedPolicy, collect
-from tir_envs.rollout.runner import Episode
+from tir_envs.rollout.runner import RunnerEpisode
 from tir_envs.task import Task
 
 ANSWER = ["<search>paris</search>", "<answer>42</answer><|im_end|>"]
@@ -41,14 +41,14 @@ class Refusing(LookupEnv):
 def episodes(monkeypatch) -> list[tuple[str, str]]:
     """``(env class, task id)`` of every episode the runner resets."""
     seen: list[tuple[str, str]] = []
-    reset = Episode.reset
+    reset = RunnerEpisode.reset
 
     async def spy(self, seed=None):
         task = self.options.get("task")
         seen.append((type(self.env.base).__name__, getattr(task, "id", str(task))))
         return await reset(self, seed)
 
-    monkeypatch.setattr(Episode, "reset", spy)
+    monkeypatch.setattr(RunnerEpisode, "reset", spy)
     return seen
 
 

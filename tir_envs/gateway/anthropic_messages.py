@@ -5,8 +5,8 @@ Blocks map onto the neutral conversation: an assistant's ``thinking`` blocks are
 messages (in order, before the user's own text).  Replies carry the family's reasoning as a
 ``thinking`` block whose ``signature`` is the gateway's own handle (an HMAC of the text under a
 per-gateway secret, so a client that sends it back can be told apart from one that forged
-reasoning: ``Episode`` records unsigned reasoning), calls as ``tool_use`` blocks, and stream
-with Anthropic's event types: ``message_start``, ``content_block_start``/``_delta``
+reasoning: ``GatewayEpisode`` records unsigned reasoning), calls as ``tool_use`` blocks, and
+stream with Anthropic's event types: ``message_start``, ``content_block_start``/``_delta``
 (``thinking_delta``, ``signature_delta``, ``text_delta``, ``input_json_delta``)/``_stop``,
 ``message_delta``, ``message_stop``.
 """

@@ -187,8 +187,8 @@ class _Finished:
         return self._trajectories
 
     def final(self) -> tuple[list, _Content | None, Trajectory | None]:
-        """As ``Episode.final``: the main conversation, its answer and its last trainable
-        segment (a side conversation's segments are flagged ``side`` by the worker)."""
+        """As ``GatewayEpisode.final``: the main conversation, its answer and its last
+        trainable segment (a side conversation's segments are flagged ``side`` by the worker)."""
         own = [t for t in self._trajectories
                if not (t.metadata.get("gateway") or {}).get("side") and t.num_policy_tokens]
         return self.conversation, self.last, own[-1] if own else None

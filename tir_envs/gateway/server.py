@@ -30,14 +30,15 @@ from aiohttp import web
 
 from tir_envs.codec import Codec
 from tir_envs.gateway.conversation import BadRequest
-from tir_envs.gateway.episode import (SIDE_SEGMENTS, Engine, Episode, EpisodeResult,
+from tir_envs.gateway.episode import (SIDE_SEGMENTS, Engine, GatewayEpisode, EpisodeResult,
                                       sampling_for)
 from tir_envs.gateway.rewards import HostReward
 from tir_envs.rollout.policy import PolicyError, SamplingParams
 from tir_envs.access import Access, GuardConfig, Refusal, offered_tokens
 from tir_envs.trajectory import EpisodeFailure
 
-Handler = Callable[["Gateway", Episode, dict, web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[["Gateway", GatewayEpisode, dict, web.Request],
+                   Awaitable[web.StreamResponse]]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 #: open episodes one gateway holds at most (the field's bar for env servers: 4,000-65,000)
@@ -95,7 +96,7 @@ class Gateway:
                                          max_body_bytes=max_body_bytes), server_token=False)
         _check_limits(max_episodes, idle_timeout_s)
         self.max_episodes, self.idle_timeout_s = max_episodes, idle_timeout_s
-        self.episodes: dict[str, Episode] = {}
+        self.episodes: dict[str, GatewayEpisode] = {}
         #: keys of ended episodes (a call on one is 410, not 401), the newest
         #: ``ENDED_KEPT_PER_EPISODE * max_episodes``: a long run's memory stays bounded
         self.ended: dict[str, None] = {}
@@ -154,10 +155,10 @@ class Gateway:
         key = "tir-" + secrets.token_urlsafe(32)
         tid = task_id or str(getattr(task, "id", "") or (task.get("id", "") if isinstance(
             task, dict) else ""))
-        self.episodes[key] = Episode(key, task, self.engine, tid)
+        self.episodes[key] = GatewayEpisode(key, task, self.engine, tid)
         return f"{self.url}/v1", key
 
-    def episode(self, key: str) -> Episode:
+    def episode(self, key: str) -> GatewayEpisode:
         ep = self.episodes.get(key)
         if ep is None:
             if key in self.expired:

@@ -20,7 +20,7 @@ _LAZY = {
     "collect": "tir_envs.rollout.engine", "acollect": "tir_envs.rollout.engine",
     "Rollouts": "tir_envs.rollout.engine", "RolloutStats": "tir_envs.rollout.engine",
     "EpisodeJob": "tir_envs.rollout.engine", "arun": "tir_envs.rollout.engine",
-    "EpisodeRunner": "tir_envs.rollout.runner", "Episode": "tir_envs.rollout.runner",
+    "EpisodeRunner": "tir_envs.rollout.runner", "RunnerEpisode": "tir_envs.rollout.runner",
     "Lockstep": "tir_envs.rollout.runner",
     "ScriptedPolicy": "tir_envs.rollout.scripted", "HFPolicy": "tir_envs.rollout.hf",
     "OpenAIPolicy": "tir_envs.rollout.openai_compat", "VLLMPolicy": "tir_envs.rollout.vllm_backend",

@@ -13,8 +13,8 @@ through it: the rollout engine (``collect``), the trainer adapters (``trainers/o
 * **cancellation**: a cancelled episode closes its tool sessions and returns its env before the
   cancellation goes on.
 
-``run`` is the whole loop.  ``open`` gives the same episode one phase at a time (``Episode``) to
-a caller whose framework owns the loop (OpenRLHF's executor generates by itself and calls back);
+``run`` is the whole loop.  ``open`` gives the same episode one phase at a time
+(``RunnerEpisode``) to a caller whose framework owns the loop (OpenRLHF's executor generates by itself and calls back);
 a ``Lockstep`` makes the episodes of a batch wait for each other between phases, which is the
 synchronous baseline schedule (``collect(mode="sync")``), with no second loop.
 """
@@ -39,7 +39,7 @@ from tir_envs.validation import check_positive_number
 
 EnvSpec = Union[str, Callable[[], gym.Env], Sequence[gym.Env]]
 
-__all__ = ["EpisodeRunner", "Episode", "EpisodeFailure", "GenerationLimits", "Lockstep",
+__all__ = ["EpisodeRunner", "RunnerEpisode", "EpisodeFailure", "GenerationLimits", "Lockstep",
            "check_vocab", "failure_of", "EnvSpec"]
 
 
@@ -82,7 +82,7 @@ class Lockstep:
             gate.set_result(None)
 
 
-class Episode:
+class RunnerEpisode:
     """One episode on one leased env, a phase at a time (``EpisodeRunner.open``).
 
     ``limits`` is what the next generation must obey; ``step(generation)`` hands the env the
@@ -274,10 +274,10 @@ class EpisodeRunner:
 
     # ------------------------------------------------------------------ episodes
     async def open(self, *, options: dict[str, Any] | None = None, seed: int | None = None,
-                   tags: Mapping[str, Any] | None = None) -> Episode:
-        """Lease an env and reset it: an ``Episode`` to drive a phase at a time.  A reset that
+                   tags: Mapping[str, Any] | None = None) -> RunnerEpisode:
+        """Lease an env and reset it: a ``RunnerEpisode`` to drive a phase at a time.  A reset that
         raises returns the env to the pool and raises (the caller has no prompt to go on)."""
-        episode = Episode(self, await self._pool.lease(), options, tags)
+        episode = RunnerEpisode(self, await self._pool.lease(), options, tags)
         try:
             await episode.reset(seed)
         except BaseException:
@@ -298,7 +298,7 @@ class EpisodeRunner:
         of a batch between phases (the synchronous schedule)."""
         self.check_policy(policy)
         params = sampling or self.sampling
-        episode = Episode(self, await self._pool.lease(), options, tags)
+        episode = RunnerEpisode(self, await self._pool.lease(), options, tags)
         deadline = asyncio.timeout(self.episode_timeout_s)
         try:
             async with deadline:
@@ -318,7 +318,7 @@ class EpisodeRunner:
                 lockstep.leave()
         return await episode.close()
 
-    async def _play(self, episode: Episode, policy: Policy, sampling: SamplingParams,
+    async def _play(self, episode: RunnerEpisode, policy: Policy, sampling: SamplingParams,
                     seed: int | None, lockstep: Lockstep | None) -> None:
         await episode.reset(seed)
         while not episode.done:

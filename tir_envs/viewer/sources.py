@@ -7,7 +7,7 @@ Three sources hold trajectories:
     per line;
   * a folder of such files (the GRPO trainer's rollout dumps, one file per step).
 Each becomes an :class:`EpisodeRow`: the row the run table shows plus the ledger itself
-(named apart from the rollout runner's running ``Episode``).
+(named apart from the rollout runner's running ``RunnerEpisode``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``TIRAgentExecutor`` is OpenRLHF's ``MultiTurnAgentExecutor`` with the env as the agent
 instance.  The loop is OpenRLHF's, unchanged: it generates and calls back, so each sample is an
-``EpisodeRunner`` episode driven a phase at a time (``EpisodeRunner.open``, ``Episode.step``;
-the runner's env pool, failure record and reset hooks), and the adapter only wraps the two
+``EpisodeRunner`` episode driven a phase at a time (``EpisodeRunner.open``,
+``RunnerEpisode.step``; the runner's env pool, failure record and reset hooks), and the adapter only wraps the two
 objects the loop talks to, for one episode at a time:
 
 * the **engine**: before each generation it sets the env's current stop strings (read from the
@@ -18,7 +18,7 @@ objects the loop talks to, for one episode at a time:
 
 Each action's weights: OpenRLHF keeps no weight version, so the executor counts the weight
 syncs its rollout engine receives (``weights.WeightSyncs``) and records, per action, the
-version that produced its first token in the ledger (``Episode.record_version``:
+version that produced its first token in the ledger (``RunnerEpisode.record_version``:
 ``trajectory.metadata["policy_versions"]``, ``["policy_version"]`` the oldest) and hands the
 trainer ``tir/policy_version`` (the oldest) and ``tir/policy_version_max`` (the newest, larger
 when a partial rollout synced weights under the episode) with the sample's ``extra_logs``,
@@ -42,8 +42,7 @@ import numpy as np
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from tir_envs.rollout.policy import Generation
-from tir_envs.rollout.runner import Episode
-from tir_envs.rollout.runner import EpisodeRunner
+from tir_envs.rollout.runner import EpisodeRunner, RunnerEpisode
 
 from tir_envs.trainers.common.env_config import EnvConfig, check_same_tokenizer
 from tir_envs.trainers.common.labels import index_tasks, task_from_label
@@ -119,15 +118,15 @@ class _StopEngine:
 
 
 class OpenRLHFSample:
-    """One OpenRLHF sample: a runner episode (the runner's ``Episode``, which it drives) reset
-    on the label's task, stepped with the ids the engine produced."""
+    """One OpenRLHF sample: a runner episode (a ``RunnerEpisode``, which it drives) reset on
+    the label's task, stepped with the ids the engine produced."""
 
     def __init__(self, executor: "TIRAgentExecutor", tokenizer: Any, engine: Any):
         self.executor = executor
         self.tokenizer = _EnvTokenizer(tokenizer)
         self.syncs = WeightSyncs.watch(engine)
         self.engine = _StopEngine(engine, self)
-        self.live: Episode | None = None
+        self.live: RunnerEpisode | None = None
         self.task: Any = None
         self.output: Any = None
         #: the weights versions that produced the last generation (first, last token)
