@@ -1,7 +1,7 @@
 """One agent episode behind the gateway: render a request, place it in the ledger, generate.
 
-Every call of every wire API ends here as
-``GatewayEpisode.complete(messages, tools, client)``: the conversation is rendered to ids with the family's serving template (what a server would give
+Every call of every wire API ends here as ``GatewayEpisode.complete(messages, tools, client)``:
+the conversation is rendered to ids with the family's serving template (what a server would give
 the model), placed in the episode's ledger (appended or forked, ``ledger.py``), the policy
 generates **from those ids** with the run's sampling settings (the client's are overridden and
 the override recorded), and the completion is parsed back with the family's parser.  Calls on

@@ -14,9 +14,10 @@ through it: the rollout engine (``collect``), the trainer adapters (``trainers/o
   cancellation goes on.
 
 ``run`` is the whole loop.  ``open`` gives the same episode one phase at a time
-(``RunnerEpisode``) to a caller whose framework owns the loop (OpenRLHF's executor generates by itself and calls back);
-a ``Lockstep`` makes the episodes of a batch wait for each other between phases, which is the
-synchronous baseline schedule (``collect(mode="sync")``), with no second loop.
+(``RunnerEpisode``) to a caller whose framework owns the loop (OpenRLHF's executor generates by
+itself and calls back); a ``Lockstep`` makes the episodes of a batch wait for each other between
+phases, which is the synchronous baseline schedule (``collect(mode="sync")``), with no second
+loop.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 ``TIRAgentExecutor`` is OpenRLHF's ``MultiTurnAgentExecutor`` with the env as the agent
 instance.  The loop is OpenRLHF's, unchanged: it generates and calls back, so each sample is an
 ``EpisodeRunner`` episode driven a phase at a time (``EpisodeRunner.open``,
-``RunnerEpisode.step``; the runner's env pool, failure record and reset hooks), and the adapter only wraps the two
-objects the loop talks to, for one episode at a time:
+``RunnerEpisode.step``; the runner's env pool, failure record and reset hooks), and the adapter
+only wraps the two objects the loop talks to, for one episode at a time:
 
 * the **engine**: before each generation it sets the env's current stop strings (read from the
   env's ``info``, they change mid-episode for ZeroTIR; kept in the output) and caps
