@@ -1,4 +1,4 @@
-"""The env's parts: one ``Episode`` per reset, one ``Budgets``, the reward as one ``Rubric``."""
+"""The env's parts: one ``Episode`` per reset, one ``Budgets``, one ``RewardTerms``."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from tir_envs.env import TIREnv
 from tir_envs.envs.mathcode import MathCodeEnv
 from tir_envs.formats import get_format
 from tir_envs.protocols import Budgets, Protocol
-from tir_envs.rewards import RewardResult, Rubric, as_reward
+from tir_envs.rewards import RewardResult, RewardTerms, as_reward
 
 CALL = "<python>print(1)</python>"
 
@@ -78,7 +78,7 @@ def test_each_reset_builds_an_episode_the_env_reads_through(qwen_tok):
     assert env.episode.answer == "7" == info["trajectory"].answer
 
 
-def test_the_rubric_weighs_outcome_and_format_terms(qwen_tok):
+def test_the_reward_terms_weigh_outcome_and_format_terms(qwen_tok):
     env = env_with(qwen_tok, protocol=FormatProtocol(),
                    reward_weights={"outcome": 2.0, "format": 0.5})
     _, reward, terminated, _, info = play(env, "7")
@@ -102,7 +102,7 @@ def test_the_turn_term_is_weighted_and_the_outcome_replaceable(qwen_tok):
     _, reward, *_ = play(env, CALL)
     assert reward == 0.5 and env.trajectory.turns[0].reward_components == {"step": 0.25}
     env.reward = lambda task, trajectory, answer: RewardResult(-1.0)  # the outcome part only
-    assert isinstance(env.rubric, Rubric) and env.rubric.outcome is env.reward
+    assert isinstance(env.reward_terms, RewardTerms) and env.reward_terms.outcome is env.reward
     *_, info = play(env, CALL, "7")
     assert info["trajectory"].reward == pytest.approx(0.5 - 1.0)
 
@@ -111,7 +111,7 @@ def test_bad_weights_and_the_old_hook_are_refused_with_the_fix(qwen_tok):
     with pytest.raises(ValueError, match="reward_weights has unknown term"):
         env_with(qwen_tok, reward_weights={"style": 1.0})
     with pytest.raises(TypeError, match="must be a number"):
-        Rubric(as_reward(None), weights={"format": "high"})
+        RewardTerms(as_reward(None), weights={"format": "high"})
     with pytest.raises(TypeError, match="reward_weights"):
         class Old(TIREnv):
             def extra_reward(self):
@@ -122,7 +122,7 @@ def test_mathcode_passes_the_base_keywords_through():
     env = MathCodeEnv(protocol="rite", format_reward=False, max_tool_seconds=5,
                       max_calls_per_turn=2, tasks=[{"question": "1+1", "answer": "2"}])
     try:
-        assert env.rubric.weights["format"] == 0.0 and env.budget.max_tool_seconds == 5.0
+        assert env.reward_terms.weights["format"] == 0.0 and env.budget.max_tool_seconds == 5.0
         assert env.budget.max_calls_per_turn == 2
         with pytest.raises(ValueError, match="own protocol and tools"):
             MathCodeEnv(tools=[EchoTool()])

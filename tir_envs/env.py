@@ -15,10 +15,10 @@ What differs between papers lives in a ``Protocol`` (``tir_envs.protocols``); wh
 between envs is wiring: the protocol, the tools and the reward, all constructor parts.  The
 running episode is an ``Episode`` (``tir_envs.episode``: the ledger, the protocol's state, tool
 sessions, the budget spent, the chat conversation, the done flag), built at each ``reset``;
-the reward is one ``Rubric`` (``tir_envs.rewards.rubric``: outcome, per-turn and format
+the reward is one ``RewardTerms`` (``tir_envs.rewards.terms``: outcome, per-turn and format
 terms).  This class is the Gymnasium face over them: it checks actions, asks the protocol
 which calls an action makes and whether it ends the episode, reads the answer once (the
-protocol's, when the episode ends) for both the ledger and the rubric, and states the
+protocol's, when the episode ends) for both the ledger and the reward terms, and states the
 ``GenerationLimits`` a generator needs (``info["limits"]``, mirrored into
 ``info["stop_sequences"]``/``info["max_new_tokens"]``) at ``reset`` and every ``step``.
 """
@@ -42,7 +42,7 @@ from tir_envs.episode import EXHAUSTED_NOTICE, Episode
 from tir_envs.protocols.base import EpisodeState, Protocol
 from tir_envs.protocols.budgets import Budgets
 from tir_envs.rewards.base import Reward, RewardResult, as_reward
-from tir_envs.rewards.rubric import Rubric
+from tir_envs.rewards.terms import RewardTerms
 from tir_envs.sync_bridge import needs_loop, run_sync
 from tir_envs.task import Task, resolve_tasks
 from tir_envs.tokenizer import load_tokenizer, tokenizer_ref
@@ -58,7 +58,7 @@ REMOVED = {"outcome": "the episode's outcome is the reward part's: pass reward=f
                       "the protocol's one answer; see docs/write_an_env.md)",
            "aoutcome": "a reward that awaits I/O defines async ascore(task, trajectory, answer) "
                        "on its tir_envs.rewards.Reward; pass it as reward=",
-           "extra_reward": "the protocol's own terms are the rubric's format term "
+           "extra_reward": "the protocol's own terms are the reward's format term "
                            "(Protocol.extra_reward(state)); weigh them with "
                            "reward_weights={'format': w} (0 leaves them out)"}
 
@@ -98,7 +98,7 @@ class TIREnv(gym.Env):
     spent the env inserts ``exhausted_notice``), ``max_calls_per_turn``, ``max_tool_seconds``,
     ``max_obs_tokens``, ``max_total_tokens``, ``max_response_tokens`` (``False``: no cap
     beside the total), merged into one ``tir_envs.protocols.Budgets``, ``env.budget`` (its
-    docstring and docs/concepts.md say what each does).  ``reward_weights``: the rubric's
+    docstring and docs/concepts.md say what each does).  ``reward_weights``: the reward terms'
     weights by term (``outcome``, ``turn``, ``format``; default 1 each).
 
     ``observation_role`` (e.g. ``"tool"`` or ``"user"``) sends results back as a chat message of
@@ -112,7 +112,7 @@ class TIREnv(gym.Env):
 
     Hooks for subclasses: ``load_tasks``, ``on_reset`` (check or prepare a task: runs on every
     reset, whoever calls it; ``aon_reset`` when that needs I/O), ``build_prompt``, ``is_final``,
-    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward`` (the rubric's turn term),
+    ``tools_ended`` (results that end the episode), ``answer``, ``turn_reward`` (the turn term),
     ``episode_info``, ``on_close`` (release what the env owns).  ``reset``/``step``/``close``
     and their async twins are final.
     """
@@ -181,7 +181,7 @@ class TIREnv(gym.Env):
         self.chat = chat_binding(self, renderer, thinking, role)
         #: the reward as one part: the outcome, the per-turn and the protocol's format terms
         #: (of the protocol as the chat binding adapted it: RITE's score reads its format)
-        self.rubric = Rubric(as_reward(reward), turn=self.turn_reward,
+        self.reward_terms = RewardTerms(as_reward(reward), turn=self.turn_reward,
                              format=self._format_terms if use_tools else None,
                              weights=reward_weights)
         if render_mode not in (None, "ansi"):
@@ -292,18 +292,18 @@ class TIREnv(gym.Env):
         return self.protocol.answer(self.state) if self.state else None
 
     def _format_terms(self, state: EpisodeState) -> tuple[dict[str, float], dict[str, Any]]:
-        """The rubric's format term: the protocol's own terms (RITE's format score)."""
+        """The format term: the protocol's own terms (RITE's format score)."""
         return self.protocol.extra_reward(state)
 
     # ------------------------------------------------------------------ the episode's parts
     @property
     def reward(self) -> Reward:
-        """The outcome part of the rubric (what ``reward=`` gave); assigning one replaces it."""
-        return self.rubric.outcome
+        """The outcome term of the reward (what ``reward=`` gave); assigning one replaces it."""
+        return self.reward_terms.outcome
 
     @reward.setter
     def reward(self, value: Reward | Callable[..., RewardResult] | None) -> None:
-        self.rubric.outcome = as_reward(value)
+        self.reward_terms.outcome = as_reward(value)
 
     @property
     def task(self) -> Task | None:
@@ -429,8 +429,8 @@ class TIREnv(gym.Env):
         obs, reward, terminated, truncated, info = self._finish_turn(act, results)
         if episode.done:
             await self.aend_episode()
-            episode.state.answer = self.answer()  # the one reading, for ledger and rubric
-            reward += episode.record_outcome(await self.rubric.ascore(episode))
+            episode.state.answer = self.answer()  # the one reading, for ledger and reward
+            reward += episode.record_outcome(await self.reward_terms.ascore(episode))
             info["trajectory"] = episode.trajectory
         return obs, reward, terminated, truncated, info
 
@@ -465,7 +465,7 @@ class TIREnv(gym.Env):
 
     def _finish_turn(self, act: _Action, outcomes: list[tuple[ToolResult, dict[str, Any]]]):
         """Append the observation and apply budgets; the outcome, if the episode ends, is
-        the rubric's (``astep``)."""
+        the reward terms' (``astep``)."""
         episode, turn = self.episode, act.turn
         results = episode.record_calls(turn, act.calls, outcomes)
         reward = 0.0
@@ -489,7 +489,7 @@ class TIREnv(gym.Env):
         return obs, reward, terminated, truncated, info
 
     def _turn_reward(self, turn: Turn, results: list[ToolResult]) -> float:
-        r = self.rubric.score_turn(turn, results)
+        r = self.reward_terms.score_turn(turn, results)
         if r is None:
             return 0.0
         turn.reward, turn.reward_components = r.value, dict(r.components)

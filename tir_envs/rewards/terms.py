@@ -1,4 +1,4 @@
-"""``Rubric``: an env's reward as one composed part, its terms and their weights.
+"""``RewardTerms``: an env's reward as one composed part, its terms and their weights.
 
 Three terms, each optional:
   * ``outcome``: the env's ``reward=`` part (a ``Reward``), scored once when the episode ends
@@ -26,13 +26,13 @@ TurnTerm = Callable[[Any, list], "RewardResult | None"]
 FormatTerm = Callable[[Any], "tuple[dict[str, float], dict[str, Any]]"]
 
 
-class Rubric:
+class RewardTerms:
     """The env's reward: ``outcome`` + ``turn`` + ``format`` terms with ``weights``."""
 
     def __init__(self, outcome: Reward, turn: TurnTerm | None = None,
                  format: FormatTerm | None = None, weights: Mapping[str, float] | None = None):
         if not isinstance(outcome, Reward):
-            raise TypeError(f"a rubric's outcome is a tir_envs.rewards.Reward, got "
+            raise TypeError(f"the reward terms' outcome is a tir_envs.rewards.Reward, got "
                             f"{type(outcome).__name__}")
         self.outcome, self.turn, self.format = outcome, turn, format
         self.weights = check_weights(weights)
