@@ -25,9 +25,13 @@ from tir_envs.rollout.policy import PolicyError, SamplingParams
 from tir_envs.task import Task
 from tir_envs.tokenizer import family_tokenizer
 
+#: offline vocabularies whose renderer is another family's (Llama 3's real one, from quicktok)
+RENDERER = {"llama-3-real": "llama-3"}
+
+
 def make(family: str = "qwen3", thinking: str | None = "on", calls: int = 2, **kw):
     tok = family_tokenizer(family)
-    renderer = resolve_renderer(tok, Codec(tok), family, thinking)
+    renderer = resolve_renderer(tok, Codec(tok), RENDERER.get(family, family), thinking)
     policy = ToolLoopPolicy(tok, renderer, calls=calls)
     return Gateway(policy, tokenizer=tok, renderer=renderer,
                    sampling=SamplingParams(max_tokens=256, temperature=1.0), **kw), policy

@@ -3,8 +3,9 @@ completions models), LangGraph's ReAct agent, the ``openai`` Responses API and t
 ``anthropic`` SDK with thinking, each streaming where it does by default.
 
 For each, on Qwen3 with thinking (the family whose prefix clients break most), on Llama 3
-(no reasoning), on gpt-oss (harmony, through openai-harmony) and on Mistral (mistral-common): the agent finishes, the ledger invariant holds at every call, and the episode
-forks exactly where the client rewrote history.  The measured table is in docs/gateway.md
+(no reasoning; a stand-in vocabulary and the real one from quicktok-v1), on gpt-oss (harmony,
+through openai-harmony) and on Mistral (mistral-common): the agent finishes, the ledger
+invariant holds at every call, and the episode forks exactly where the client rewrote history.  The measured table is in docs/gateway.md
 (``python -m tests.gateway_conformance`` prints it).
 """
 
@@ -23,7 +24,8 @@ DROPS_REASONING = {"agents-sdk-chat", "langgraph"}
 
 
 @pytest.mark.parametrize("family,thinking", [("qwen3", "on"), ("llama-3", None),
-                                             ("gpt-oss", None), ("mistral", None)])
+                                             ("llama-3-real", None), ("gpt-oss", None),
+                                             ("mistral", None)])
 def test_real_clients_keep_the_prefix_or_fork_where_they_rewrote_it(family, thinking):
     async def main():
         gw, policy = make(family, thinking)
